@@ -1,0 +1,120 @@
+"""``compile()`` and the compiled-function wrapper with its call fast path.
+
+A call checks the cache entries newest first: the first whose guard passes
+runs its transformed function. A miss translates the call into a new entry;
+after ``config.recompile_limit`` entries the function runs as plain Python,
+with one warning naming the guard that kept failing.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bytegraph import config
+from bytegraph.graph.backends import Backend, lookup_backend
+from bytegraph.guards.cache import CacheEntry
+from bytegraph.translate.convert import convert_frame
+
+_live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+
+
+class CompiledFunction:
+    """A function compiled lazily, one cache entry per specialisation."""
+
+    def __init__(self, fn: types.FunctionType, backend: Backend, fullgraph: bool) -> None:
+        self.fn = fn
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.entries: list[CacheEntry] = []
+        self._checks: list[tuple[Callable[..., bool], Callable[..., Any]]] = []
+        self._exhausted = False
+        functools.update_wrapper(self, fn)
+        _live_functions.add(self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for check, run in self._checks:
+            if check(*args, **kwargs):
+                return run(*args, **kwargs)
+        return self._miss(args, kwargs)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else types.MethodType(self, obj)
+
+    def _miss(self, args: tuple, kwargs: dict) -> Any:
+        if self._exhausted:
+            return self.fn(*args, **kwargs)
+        if len(self.entries) >= config.recompile_limit:
+            self._give_up(args, kwargs)
+            return self.fn(*args, **kwargs)
+        entry = convert_frame(self.fn, args, kwargs, self.backend, self.fullgraph)
+        self.entries.insert(0, entry)
+        self._checks.insert(0, (entry.guard.check, entry.run))
+        return entry.run(*args, **kwargs)
+
+    def _give_up(self, args: tuple, kwargs: dict) -> None:
+        self._exhausted = True
+        failed = self.entries[0].guard.first_failure(args, kwargs)
+        code = self.fn.__code__
+        warnings.warn(
+            f"bytegraph: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) hit "
+            f"config.recompile_limit={config.recompile_limit}; it now runs as plain Python. "
+            f"The guard that kept failing: {failed}",
+            stacklevel=3,
+        )
+
+    def reset(self) -> None:
+        self.entries.clear()
+        self._checks.clear()
+        self._exhausted = False
+
+
+class CompiledModule(torch.nn.Module):
+    """An nn.Module whose forward runs through a CompiledFunction."""
+
+    def __init__(self, module: torch.nn.Module, backend: Backend, fullgraph: bool) -> None:
+        super().__init__()
+        self._orig_mod = module
+        self._compiled_forward = CompiledFunction(type(module).forward, backend, fullgraph)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled_forward(self._orig_mod, *args, **kwargs)
+
+
+def compile(
+    model: Callable[..., Any] | None = None,
+    *,
+    backend: str | Backend = "inductor",
+    fullgraph: bool = False,
+) -> Any:
+    """Compile a function or nn.Module; usable as a decorator, bare or with arguments."""
+    backend_fn = lookup_backend(backend)
+    if model is None:
+        return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph)
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, backend_fn, fullgraph)
+    if isinstance(model, types.MethodType):
+        return types.MethodType(CompiledFunction(model.__func__, backend_fn, fullgraph), model.__self__)
+    if isinstance(model, types.FunctionType):
+        return CompiledFunction(model, backend_fn, fullgraph)
+    raise TypeError(
+        f"bytegraph.compile expects a Python function, method or nn.Module, "
+        f"not {type(model).__name__}"
+    )
+
+
+def reset() -> None:
+    """Drop every cache: compiled entries, decoded code, metadata memo."""
+    from bytegraph.bytecode.instructions import reset as reset_decoded
+    from bytegraph.graph.metadata import reset as reset_metadata
+
+    for compiled in list(_live_functions):
+        compiled.reset()
+    reset_decoded()
+    reset_metadata()

@@ -1,0 +1,108 @@
+"""Decode a code object into immutable instruction records.
+
+``decode(code)`` returns a ``DecodedCode``: the instructions (inline CACHE
+entries dropped), with jump targets resolved to instruction indices, and the
+exception table in index form. The translator walks these by index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import dis
+import types
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Instruction:
+    """One decoded instruction; ``target`` is the jump target's index, if any."""
+
+    index: int
+    opcode: int
+    opname: str
+    arg: int | None
+    argval: object
+    offset: int
+    lineno: int | None
+    is_jump_target: bool
+    target: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExceptionTableEntry:
+    """Instructions ``start..end`` (inclusive indices) jump to ``target`` on error."""
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DecodedCode:
+    code: types.CodeType
+    instructions: tuple[Instruction, ...]
+    exception_table: tuple[ExceptionTableEntry, ...]
+    offset_to_index: dict[int, int]
+
+    def handler_for(self, index: int) -> ExceptionTableEntry | None:
+        """The innermost exception-table entry covering instruction ``index``."""
+        for entry in self.exception_table:
+            if entry.start <= index <= entry.end:
+                return entry
+        return None
+
+
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_decoded_cache: dict[types.CodeType, DecodedCode] = {}
+
+
+def decode(code: types.CodeType) -> DecodedCode:
+    """Decode ``code`` once; later calls return the same record."""
+    cached = _decoded_cache.get(code)
+    if cached is None:
+        cached = _decoded_cache[code] = _decode(code)
+    return cached
+
+
+def _decode(code: types.CodeType) -> DecodedCode:
+    raw = list(dis.get_instructions(code))
+    offset_to_index = {inst.offset: i for i, inst in enumerate(raw)}
+    instructions = tuple(
+        Instruction(
+            index=i,
+            opcode=inst.opcode,
+            opname=inst.opname,
+            arg=inst.arg,
+            argval=inst.argval,
+            offset=inst.offset,
+            lineno=inst.positions.lineno if inst.positions else None,
+            is_jump_target=inst.is_jump_target,
+            target=offset_to_index[inst.argval] if inst.opcode in _JUMPS else None,
+        )
+        for i, inst in enumerate(raw)
+    )
+    return DecodedCode(code, instructions, _exception_table(code, offset_to_index), offset_to_index)
+
+
+def _exception_table(
+    code: types.CodeType, offset_to_index: dict[int, int]
+) -> tuple[ExceptionTableEntry, ...]:
+    parse = getattr(dis, "_parse_exception_table", None)
+    if parse is None:
+        return ()
+    entries = []
+    for entry in parse(code):
+        # ``end`` is exclusive in bytes; the last covered instruction starts before it.
+        last = max(i for off, i in offset_to_index.items() if off < entry.end)
+        entries.append(
+            ExceptionTableEntry(
+                offset_to_index[entry.start], last, offset_to_index[entry.target],
+                entry.depth, entry.lasti,
+            )
+        )
+    return tuple(entries)
+
+
+def reset() -> None:
+    _decoded_cache.clear()

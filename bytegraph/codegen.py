@@ -1,0 +1,92 @@
+"""Emit the bytecode of a transformed function.
+
+The transformed function keeps the original's signature and closure. Its
+body loads the graph inputs from their Sources, calls the compiled graph
+(held in ``co_consts``, never in the user's globals), rebuilds the live
+values from graph outputs, constants and sources, replays side effects, and
+returns.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
+import torch.fx
+
+from bytegraph.bytecode import assemble
+from bytegraph.exc import InternalError
+
+if TYPE_CHECKING:
+    from bytegraph.graph.output_graph import GraphInput
+    from bytegraph.side_effects import SideEffects
+    from bytegraph.variables.base import VariableTracker
+
+GRAPH_OUT = "___graph_out"
+RETURN = "___return"
+
+
+class PyCodegen:
+    """An instruction list plus how to load each graph output."""
+
+    def __init__(self, graph_outputs: dict[torch.fx.Node, int] | None = None) -> None:
+        self.instructions: list[bc.Instr | bc.Label] = []
+        self.graph_outputs = graph_outputs or {}
+
+    def append(self, *instrs: bc.Instr | bc.Label) -> None:
+        self.instructions.extend(instrs)
+
+    def load_const(self, value: Any) -> None:
+        self.append(bc.Instr("LOAD_CONST", value))
+
+    def __call__(self, vt: VariableTracker) -> None:
+        """Leave the real value of ``vt`` on the stack."""
+        index = self.graph_outputs.get(getattr(vt, "node", None))
+        if index is not None and getattr(vt, "source", None) is None:
+            self.append(bc.Instr("LOAD_FAST", GRAPH_OUT))
+            self.load_const(index)
+            self.append(bc.Instr("BINARY_SUBSCR"))
+            return
+        vt.reconstruct(self)
+
+    def call_const(self, fn: Any, args: list[VariableTracker]) -> None:
+        """Call the constant ``fn`` on the values of ``args``."""
+        self.append(*assemble.push_null())
+        self.load_const(fn)
+        for arg in args:
+            self(arg)
+        self.append(*assemble.call(len(args)))
+
+    def call_graph(self, compiled: Any, inputs: list[GraphInput]) -> None:
+        """``___graph_out = compiled(*inputs)``"""
+        self.append(*assemble.push_null())
+        self.load_const(compiled)
+        for graph_input in inputs:
+            graph_input.source.reconstruct(self)
+        self.append(*assemble.call(len(inputs)), bc.Instr("STORE_FAST", GRAPH_OUT))
+
+
+def transformed_code(
+    template: types.CodeType,
+    compiled: Any,
+    inputs: list[GraphInput],
+    graph_outputs: dict[torch.fx.Node, int],
+    return_value: VariableTracker,
+    side_effects: SideEffects,
+) -> types.CodeType:
+    """Code that runs the graph, rebuilds ``return_value``, replays effects."""
+    codegen = PyCodegen(graph_outputs)
+    if compiled is not None:
+        codegen.call_graph(compiled, inputs)
+    codegen(return_value)
+    if side_effects.mutations:
+        # Rebuild the result before replaying: a mutation must not change what was read.
+        codegen.append(bc.Instr("STORE_FAST", RETURN))
+        side_effects.replay_all(codegen)
+        codegen.append(bc.Instr("LOAD_FAST", RETURN))
+    codegen.append(bc.Instr("RETURN_VALUE"))
+    try:
+        return assemble.assemble(template, codegen.instructions)
+    except Exception as e:  # the bytecode package rejected what we emitted
+        raise InternalError(f"assembling the transformed code failed: {e}") from e

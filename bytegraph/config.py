@@ -1,0 +1,12 @@
+"""User-tunable settings, read at trace time (never on the call fast path)."""
+
+from __future__ import annotations
+
+recompile_limit: int = 8
+"""Cache entries per code object before it runs as plain Python."""
+
+inline_depth_limit: int = 32
+"""How deep user-function calls are inlined before the trace gives up."""
+
+memoize_metadata: bool = True
+"""Answer repeated ops on tensors of the same metadata from a memo."""

@@ -1,0 +1,1 @@
+"""OutputGraph, its SubgraphTracer, metadata propagation and the backends."""

@@ -1,0 +1,117 @@
+"""OutputGraph: the fx graph under construction, its inputs, guards and effects.
+
+One OutputGraph per translated frame (shared by inlined callees). It owns
+the SubgraphTracer that creates fx nodes, the graph inputs (each tied to the
+Source it is loaded from at run time), the guards every Source read
+installed, and the SideEffects log. ``finish_graph`` turns the graph into a
+GraphModule with the given outputs, pruning inputs nothing uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from bytegraph.guards.guard import Guard, GuardKind
+from bytegraph.guards.sources import Source
+from bytegraph.side_effects import SideEffects
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GraphInput:
+    """A placeholder and where its value comes from on every call."""
+
+    source: Source
+    node: torch.fx.Node
+    example: Any  # the real value seen while tracing: the backend's example input
+
+
+class SubgraphTracer:
+    """Creates the nodes of one fx graph (the root graph; nested ones later)."""
+
+    def __init__(self) -> None:
+        self.graph = torch.fx.Graph()
+        self._last_placeholder: torch.fx.Node | None = None
+
+    def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
+        return self.graph.create_node(kind, target, args, kwargs)
+
+    def create_placeholder(self, name: str) -> torch.fx.Node:
+        """A placeholder after the existing ones, even if ops were recorded already."""
+        graph = self.graph
+        if self._last_placeholder is not None:
+            point = graph.inserting_after(self._last_placeholder)
+        else:
+            point = graph.inserting_before(next(iter(graph.nodes), None))
+        with point:
+            node = graph.placeholder(name)
+        self._last_placeholder = node
+        return node
+
+
+class OutputGraph:
+    def __init__(self) -> None:
+        self.tracer = SubgraphTracer()
+        self.inputs: list[GraphInput] = []
+        self.guards: dict[tuple[GuardKind, Source], Guard] = {}
+        self.source_to_var: dict[Source, Any] = {}
+        self.tensor_by_id: dict[int, Any] = {}
+        self.side_effects = SideEffects()
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.tracer.graph
+
+    def add_guard(self, kind: GuardKind, source: Source, expected: Any = None) -> None:
+        guard = Guard(kind, source, expected)
+        self.guards.setdefault(guard.key, guard)
+
+    def add_input(self, source: Source, example: Any) -> torch.fx.Node:
+        node = self.tracer.create_placeholder(_placeholder_name(source))
+        self.inputs.append(GraphInput(source, node, example))
+        return node
+
+    def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
+        return self.tracer.create_node(kind, target, args, kwargs)
+
+    def count_calls(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
+
+    def finish_graph(self, outputs: list[torch.fx.Node]) -> tuple[torch.fx.GraphModule, list[GraphInput]]:
+        """Close the graph with ``outputs``; the GraphModule and the inputs it uses."""
+        graph = self.graph
+        graph.output(tuple(outputs))
+        used = []
+        for graph_input in self.inputs:
+            if graph_input.node.users:
+                used.append(graph_input)
+            else:
+                graph.erase_node(graph_input.node)
+        graph.lint()
+        return torch.fx.GraphModule(torch.nn.Module(), graph), used
+
+
+def _placeholder_name(source: Source) -> str:
+    """A readable identifier: ``x``, ``G_weight``, ``self_fc1_weight``."""
+    text = source.expr().replace("___G[", "G_").replace("___B[", "B_")
+    return re.sub(r"\W+", "_", text).strip("_") or "input"
+
+
+def tensors_in(vt: Any) -> list[Any]:
+    """Every TensorVariable reachable from ``vt`` through containers, in order."""
+    from bytegraph.variables.containers import BaseSequenceVariable, DictVariable
+    from bytegraph.variables.tensor import TensorVariable
+
+    if isinstance(vt, TensorVariable):
+        return [vt]
+    if isinstance(vt, BaseSequenceVariable):
+        children = vt.items
+    elif isinstance(vt, DictVariable):
+        children = tuple(vt.items.values())
+    else:
+        return []
+    return [t for child in children for t in tensors_in(child)]

@@ -1,0 +1,1 @@
+"""Sources, guards, the generated guard functions and the per-code cache."""

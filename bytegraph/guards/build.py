@@ -1,0 +1,176 @@
+"""Compile a cache entry's guards into one generated Python function.
+
+The guard function has the compiled function's own signature, so calling it
+with the user's ``*args, **kwargs`` binds them exactly as the real call will;
+its body is one boolean expression. Values it compares against are bound as
+closure constants. Why a guard failed is worked out only on demand
+(``first_failure``), never on the fast path.
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
+from bytegraph.guards.sources import ClosureSource
+
+_SINGLETONS = (None, True, False, Ellipsis)
+
+
+class GuardFunctionBuilder:
+    """Turns guards into expression text, collecting the constants they use."""
+
+    def __init__(self) -> None:
+        self.constants: list[Any] = []
+        self.parts: list[str] = []
+
+    def const(self, value: Any) -> str:
+        self.constants.append(value)
+        return f"___c{len(self.constants) - 1}"
+
+    def add(self, guard: Guard) -> None:
+        self.parts.extend(self._expressions(guard))
+
+    def _expressions(self, guard: Guard) -> list[str]:
+        e = guard.source.expr()
+        kind, expected = guard.kind, guard.expected
+        if kind is GuardKind.TENSOR_MATCH:
+            return self._tensor(e, expected)
+        if kind is GuardKind.CONSTANT_MATCH:
+            if any(expected is s for s in _SINGLETONS):
+                return [f"{e} is {expected!r}"]
+            return [f"type({e}) is {self.const(type(expected))}", f"{e} == {self.const(expected)}"]
+        if kind is GuardKind.ID_MATCH:
+            return [f"{e} is {self.const(expected)}"]
+        if kind is GuardKind.TYPE_MATCH:
+            return [f"type({e}) is {self.const(expected)}"]
+        if kind is GuardKind.LEN_MATCH:
+            cls, length = expected
+            return [f"type({e}) is {self.const(cls)}", f"len({e}) == {length}"]
+        if kind is GuardKind.DICT_KEYS:
+            cls, keys = expected
+            return [f"type({e}) is {self.const(cls)}", f"tuple({e}) == {self.const(keys)}"]
+        if kind is GuardKind.SAME_OBJECT:
+            return [f"{e} is {expected.expr()}"]
+        if kind is GuardKind.GLOBAL_ABSENT:
+            return [f"{guard.source.name!r} not in ___G"]
+        raise ValueError(f"unknown guard kind {kind}")
+
+    def _tensor(self, e: str, snap: TensorSnapshot) -> list[str]:
+        return [
+            f"type({e}) is {self.const(snap.tensor_type)}",
+            f"{e}.dtype is {self.const(snap.dtype)}",
+            f"{e}.device == {self.const(snap.device)}",
+            f"{e}.shape == {snap.shape!r}",
+            f"{e}.stride() == {snap.stride!r}",
+            f"{e}.requires_grad is {snap.requires_grad!r}",
+        ]
+
+    def add_global_state(self) -> None:
+        """Grad mode and default dtype: the trace's metadata depends on both."""
+        self.parts.append(f"{self.const(torch.is_grad_enabled)}() is {torch.is_grad_enabled()!r}")
+        self.parts.append(
+            f"{self.const(torch.get_default_dtype)}() is {self.const(torch.get_default_dtype())}"
+        )
+
+
+class GuardFunction:
+    """The compiled check of one cache entry, plus its readable form."""
+
+    def __init__(
+        self,
+        check: Callable[..., bool],
+        parts: list[str],
+        make: Callable[[str, str], Callable[..., Any]],
+    ) -> None:
+        self.check = check
+        self.parts = parts
+        self._make = make
+        self._first_failure: Callable[..., int] | None = None
+
+    def first_failure(self, args: tuple, kwargs: dict) -> str | None:
+        """The text of the first guard that fails for this call, or None."""
+        if self._first_failure is None:
+            lines = [f"    ___i = {i}\n    if not ({p}): return ___i" for i, p in enumerate(self.parts)]
+            self._first_failure = self._make("\n".join(lines) + "\n    return -1", "___i")
+        index = self._first_failure(*args, **kwargs)
+        return None if index < 0 else self.parts[index]
+
+    def __str__(self) -> str:
+        return "\n".join(self.parts)
+
+
+def build_guard_function(
+    guards: Sequence[Guard],
+    fn: types.FunctionType,
+) -> GuardFunction:
+    """One function ``guard(<fn's signature>) -> bool`` checking every guard."""
+    builder = GuardFunctionBuilder()
+    builder.add_global_state()
+    for guard in guards:
+        builder.add(guard)
+    parts = builder.parts
+    body = "    return " + " and ".join(f"({p})" for p in parts) if parts else "    return True"
+    make = _maker(fn, builder.constants)
+    return GuardFunction(make(body, "False"), parts, make)
+
+
+def _maker(
+    fn: types.FunctionType, constants: list[Any]
+) -> Callable[[str, str], Callable[..., Any]]:
+    code = fn.__code__
+    signature = _signature_text(code)
+    cells = {
+        ClosureSource(name).expr().split(".")[0]: cell
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ())
+    }
+    const_names = [f"___c{i}" for i in range(len(constants))]
+    outer = ["___G", "___B", *const_names, *cells]
+    f_builtins = fn.__globals__.get("__builtins__", builtins.__dict__)
+    if isinstance(f_builtins, types.ModuleType):
+        f_builtins = f_builtins.__dict__
+
+    def make(body: str, on_error: str) -> Callable[..., Any]:
+        # A guard whose expression raises (a missing attribute, say) has failed.
+        indented = body.replace("\n", "\n  ")
+        source = (
+            f"def ___make({', '.join(outer)}):\n"
+            f"  def ___guard({signature}):\n"
+            f"    try:\n  {indented}\n"
+            f"    except Exception:\n      return {on_error}\n"
+            f"  return ___guard\n"
+        )
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<bytegraph guard for {code.co_name}>", "exec"), namespace)
+        guard = namespace["___make"](fn.__globals__, f_builtins, *constants, *cells.values())
+        guard.__defaults__ = fn.__defaults__
+        guard.__kwdefaults__ = fn.__kwdefaults__
+        return guard
+
+    return make
+
+
+def _signature_text(code: types.CodeType) -> str:
+    """The parameter list of ``code`` as source text (defaults are set afterwards)."""
+    names = code.co_varnames
+    positional = list(names[: code.co_argcount])
+    if code.co_posonlyargcount:
+        positional.insert(code.co_posonlyargcount, "/")
+    index = code.co_argcount
+    kwonly = list(names[index : index + code.co_kwonlyargcount])
+    index += code.co_kwonlyargcount
+    params = positional
+    if code.co_flags & 0x04:  # CO_VARARGS
+        params.append("*" + names[index])
+        index += 1
+    elif kwonly:
+        params.append("*")
+    params.extend(kwonly)
+    if code.co_flags & 0x08:  # CO_VARKEYWORDS
+        params.append("**" + names[index])
+    return ", ".join(params)

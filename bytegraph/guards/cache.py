@@ -1,0 +1,24 @@
+"""Cache entries: a guard function and the code to run when it passes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bytegraph.guards.build import GuardFunction
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """One specialisation of a function.
+
+    ``run`` is the transformed function (or the original one, when the trace
+    found nothing to compile); ``graphs`` are the GraphModules it calls.
+    """
+
+    guard: GuardFunction
+    run: Callable[..., Any]
+    graphs: tuple[torch.fx.GraphModule, ...] = ()

@@ -1,0 +1,51 @@
+"""Guard records: one condition on one source that a cache entry relies on."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import torch
+
+from bytegraph.guards.sources import Source
+
+
+class GuardKind(enum.Enum):
+    TENSOR_MATCH = "tensor_match"  # type, dtype, device, shape, stride, requires_grad
+    CONSTANT_MATCH = "constant_match"  # exact type and equal value
+    ID_MATCH = "id_match"  # the very same object
+    TYPE_MATCH = "type_match"  # exact type
+    LEN_MATCH = "len_match"  # exact type and length (lists, tuples)
+    DICT_KEYS = "dict_keys"  # exact type and keys in order
+    SAME_OBJECT = "same_object"  # two sources reach one object (expected: other source)
+    GLOBAL_ABSENT = "global_absent"  # a module global that must stay undefined (builtins)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TensorSnapshot:
+    """What TENSOR_MATCH compares: the metadata the trace specialised on."""
+
+    tensor_type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    requires_grad: bool
+
+    @staticmethod
+    def of(t: torch.Tensor) -> TensorSnapshot:
+        return TensorSnapshot(
+            type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class Guard:
+    kind: GuardKind
+    source: Source
+    expected: Any = None
+
+    @property
+    def key(self) -> tuple[GuardKind, Source]:
+        return self.kind, self.source

@@ -1,0 +1,92 @@
+"""Operators: BINARY_OP through one NB_* table, unary ops, comparisons, subscripts.
+
+Each opcode becomes a call of the matching ``operator`` function through
+BuiltinVariable, which puts tensor work in the graph and folds constants.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+from bytegraph.translate.registry import handler
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.builtin import BuiltinVariable
+
+if TYPE_CHECKING:
+    from bytegraph.bytecode.instructions import Instruction
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+# Indexed by BINARY_OP's oparg (CPython's NB_* order; the in-place ones follow at 13).
+BINARY_OPERATORS = (
+    operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
+    operator.mul, operator.mod, operator.or_, operator.pow, operator.rshift,
+    operator.sub, operator.truediv, operator.xor,
+    operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul,
+    operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift,
+    operator.isub, operator.itruediv, operator.ixor,
+)
+
+COMPARE_OPERATORS = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq,
+    "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}
+
+
+def apply_operator(tx: Tx, fn: object, *args: VariableTracker) -> VariableTracker:
+    return BuiltinVariable(fn).call_function(tx, list(args), {})
+
+
+@handler("BINARY_OP")
+def BINARY_OP(tx: Tx, inst: Instruction) -> None:
+    """(a b -- a op b)"""
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(apply_operator(tx, BINARY_OPERATORS[inst.arg], a, b))
+
+
+def _unary(fn: object):
+    def unary(tx: Tx, inst: Instruction) -> None:
+        """(a -- op a)"""
+        tx.push(apply_operator(tx, fn, tx.pop()))
+
+    return unary
+
+
+UNARY_POSITIVE = handler("UNARY_POSITIVE")(_unary(operator.pos))
+UNARY_NEGATIVE = handler("UNARY_NEGATIVE")(_unary(operator.neg))
+UNARY_INVERT = handler("UNARY_INVERT")(_unary(operator.invert))
+UNARY_NOT = handler("UNARY_NOT")(_unary(operator.not_))
+
+
+@handler("COMPARE_OP")
+def COMPARE_OP(tx: Tx, inst: Instruction) -> None:
+    """(a b -- a cmp b)"""
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(apply_operator(tx, COMPARE_OPERATORS[inst.argval], a, b))
+
+
+@handler("IS_OP")
+def IS_OP(tx: Tx, inst: Instruction) -> None:
+    """(a b -- a is b); oparg 1 means ``is not``."""
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(apply_operator(tx, operator.is_not if inst.arg else operator.is_, a, b))
+
+
+@handler("CONTAINS_OP")
+def CONTAINS_OP(tx: Tx, inst: Instruction) -> None:
+    """(item container -- item in container); oparg 1 means ``not in``."""
+    container = tx.pop()
+    item = tx.pop()
+    result = apply_operator(tx, operator.contains, container, item)
+    tx.push(apply_operator(tx, operator.not_, result) if inst.arg else result)
+
+
+@handler("BINARY_SUBSCR")
+def BINARY_SUBSCR(tx: Tx, inst: Instruction) -> None:
+    """(container index -- container[index])"""
+    index = tx.pop()
+    container = tx.pop()
+    tx.push(apply_operator(tx, operator.getitem, container, index))

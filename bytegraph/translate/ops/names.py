@@ -1,0 +1,76 @@
+"""Loads and stores of names: fast locals, constants, globals, attributes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import BuiltinSource, GlobalSource
+from bytegraph.translate.registry import handler
+from bytegraph.variables.base import NULL, VariableTracker
+from bytegraph.variables.builder import wrap, wrap_constant_result
+
+if TYPE_CHECKING:
+    from bytegraph.bytecode.instructions import Instruction
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+
+@handler("LOAD_FAST")
+def LOAD_FAST(tx: Tx, inst: Instruction) -> None:
+    """( -- value)"""
+    vt = tx.symbolic_locals.get(inst.argval)
+    tx.push(vt if vt is not None else tx.realize_local(inst.argval))
+
+
+@handler("STORE_FAST")
+def STORE_FAST(tx: Tx, inst: Instruction) -> None:
+    """(value -- )"""
+    tx.symbolic_locals[inst.argval] = tx.pop()
+
+
+@handler("DELETE_FAST")
+def DELETE_FAST(tx: Tx, inst: Instruction) -> None:
+    """( -- )"""
+    unread = inst.argval in tx.frame_values
+    tx.frame_values.pop(inst.argval, None)
+    if tx.symbolic_locals.pop(inst.argval, None) is None and not unread:
+        raise Unsupported("unsupported_value", f"del of unbound local {inst.argval!r}")
+
+
+@handler("LOAD_CONST")
+def LOAD_CONST(tx: Tx, inst: Instruction) -> None:
+    """( -- constant)"""
+    tx.push(wrap_constant_result(inst.argval))
+
+
+def load_global(tx: Tx, name: str) -> VariableTracker:
+    """A module global, else a builtin (guarding that no global shadows it)."""
+    if name in tx.f_globals:
+        return wrap(tx, tx.f_globals[name], GlobalSource(name))
+    if name in tx.f_builtins:
+        tx.output.add_guard(GuardKind.GLOBAL_ABSENT, GlobalSource(name))
+        return wrap(tx, tx.f_builtins[name], BuiltinSource(name))
+    raise Unsupported("unsupported_value", f"name {name!r} is not defined (raises in eager)")
+
+
+@handler("LOAD_GLOBAL")
+def LOAD_GLOBAL(tx: Tx, inst: Instruction) -> None:
+    """( -- [NULL] value); the low oparg bit asks for the NULL."""
+    if inst.arg & 1:
+        tx.push(NULL)
+    tx.push(load_global(tx, inst.argval))
+
+
+@handler("LOAD_ATTR")
+def LOAD_ATTR(tx: Tx, inst: Instruction) -> None:
+    """(obj -- obj.name)"""
+    tx.push(tx.pop().var_getattr(tx, inst.argval))
+
+
+@handler("LOAD_METHOD")
+def LOAD_METHOD(tx: Tx, inst: Instruction) -> None:
+    """(obj -- NULL bound_method); CALL then sees a plain callable."""
+    method = tx.pop().var_getattr(tx, inst.argval)
+    tx.push(NULL)
+    tx.push(method)

@@ -1,0 +1,117 @@
+"""InstructionTranslator: the symbolic interpreter for one frame.
+
+State mirrors CPython's frame: ``symbolic_locals`` (name -> VT), ``stack``
+(VTs), ``instruction_pointer`` (index of the next instruction). ``step()``
+is one indexed call through the class's dispatch table; ``run()`` steps
+until a RETURN_VALUE sets the pointer to None.
+"""
+
+from __future__ import annotations
+
+import builtins
+import linecache
+import types
+from typing import Any
+
+from bytegraph.bytecode.instructions import Instruction, decode
+from bytegraph.exc import Unsupported
+from bytegraph.graph.output_graph import OutputGraph
+from bytegraph.translate import ops  # noqa: F401  (registers every handler)
+from bytegraph.translate.registry import Handler, build_dispatch_table
+from bytegraph.variables.base import VariableTracker
+
+
+class BytecodeDispatchTableMeta(type):
+    """Builds, once per class, the 256-entry opcode -> handler table."""
+
+    def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> None:
+        super().__init__(name, bases, namespace)
+        cls.dispatch_table = build_dispatch_table(cls)
+
+
+class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
+    dispatch_table: list[Handler]
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        symbolic_locals: dict[str, VariableTracker],
+        f_globals: dict[str, Any],
+        closure: tuple[types.CellType, ...],
+        output: OutputGraph,
+        inline_depth: int = 0,
+        frame_values: dict[str, Any] | None = None,
+    ) -> None:
+        self.code = code
+        self.decoded = decode(code)
+        self.instructions: tuple[Instruction, ...] = self.decoded.instructions
+        self.symbolic_locals = symbolic_locals
+        self.f_globals = f_globals
+        self.f_builtins: dict[str, Any] = f_globals.get("__builtins__", builtins.__dict__)
+        if isinstance(self.f_builtins, types.ModuleType):
+            self.f_builtins = self.f_builtins.__dict__
+        self.closure_cells = dict(zip(code.co_freevars, closure))
+        self.output = output
+        self.inline_depth = inline_depth
+        self.stack: list[VariableTracker] = []
+        self.instruction_pointer: int | None = 0
+        self.current_inst: Instruction | None = None
+        self.kw_names: tuple[str, ...] = ()
+        self.return_value: VariableTracker | None = None
+        # Real values of locals not yet read: wrapped (and guarded) on first LOAD_FAST.
+        self.frame_values: dict[str, Any] = frame_values or {}
+
+    def realize_local(self, name: str) -> VariableTracker:
+        """The VT of an argument on its first read; guards only what is used."""
+        from bytegraph.guards.sources import LocalSource
+        from bytegraph.variables.builder import wrap
+
+        if name not in self.frame_values:
+            raise Unsupported("unsupported_value", f"local {name!r} read before assignment")
+        vt = self.symbolic_locals[name] = wrap(self, self.frame_values[name], LocalSource(name))
+        return vt
+
+    # -- the loop ---------------------------------------------------------
+    def step(self) -> bool:
+        inst = self.instructions[self.instruction_pointer]
+        self.current_inst = inst
+        self.instruction_pointer += 1
+        self.dispatch_table[inst.opcode](self, inst)
+        return self.instruction_pointer is not None
+
+    def run(self) -> None:
+        try:
+            while self.step():
+                pass
+        except Unsupported as e:
+            raise e.with_location(self.location()) from e.__cause__
+
+    # -- stack helpers ----------------------------------------------------
+    def push(self, vt: VariableTracker) -> None:
+        self.stack.append(vt)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def jump(self, target: int) -> None:
+        self.instruction_pointer = target
+
+    # -- reporting --------------------------------------------------------
+    def location(self) -> str:
+        """``file:line`` of the current instruction and its source line."""
+        lineno = self.current_inst.lineno if self.current_inst else self.code.co_firstlineno
+        filename = self.code.co_filename
+        text = linecache.getline(filename, lineno or 0).strip()
+        where = f"{filename}:{lineno} in {self.code.co_name}"
+        return f"{where}\n    {text}" if text else where
+
+
+class InstructionTranslator(InstructionTranslatorBase):
+    """The translator of the frame handed to ``compile`` (or a resume function)."""

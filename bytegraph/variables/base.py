@@ -1,0 +1,140 @@
+"""VariableTracker: the immutable stand-in for a Python value during tracing.
+
+Every value on the symbolic stack or in ``symbolic_locals`` is a
+VariableTracker (VT). A VT records where the value came from (``source``) and
+how it may be mutated (``mutation_type``); subclasses model one Python
+protocol each. VTs are frozen: a mutation of a container or object is
+recorded in SideEffects, never applied to the VT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from bytegraph.exc import Unsupported
+from bytegraph.guards.sources import Source
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MutationType:
+    """How a value may change during tracing.
+
+    ``scope`` is 0 for values that existed before tracing began (Existing)
+    and the nesting level of the higher-order op that created it otherwise.
+    """
+
+    scope: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ValueMutationNew(MutationType):
+    """A container created during tracing; its contents may change."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ValueMutationExisting(MutationType):
+    """A container from the frame; changes are replayed after the graph."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttributeMutationNew(MutationType):
+    """An object created during tracing; its attributes may change."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttributeMutationExisting(MutationType):
+    """An object from the frame; attribute stores are replayed after the graph."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VariableTracker:
+    """Base of every symbolic value. Subclasses override what they model."""
+
+    source: Source | None = dataclasses.field(default=None, kw_only=True)
+    mutation_type: MutationType | None = dataclasses.field(default=None, kw_only=True)
+
+    def python_type(self) -> type:
+        raise Unsupported("unsupported_value", f"type of {self}")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+        except Unsupported:
+            return False
+        return True
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("unsupported_value", f"{self} is not a Python constant")
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        raise Unsupported("unsupported_call", f"call of {self}")
+
+    def call_method(
+        self,
+        tx: InstructionTranslatorBase,
+        name: str,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        """The items, for unpacking and iteration; raises if not a known sequence."""
+        raise Unsupported("unsupported_value", f"iteration over {self}")
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        """``bool(value)`` decided at trace time, or Unsupported."""
+        return bool(self.as_python_constant())
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """Emit bytecode that leaves the real value on the stack."""
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        raise Unsupported("unsupported_value", f"cannot rebuild {self} in generated code")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NullVariable(VariableTracker):
+    """The NULL that 3.11 calls push below a callable."""
+
+
+NULL = NullVariable()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BoundMethodVariable(VariableTracker):
+    """``receiver.name`` for a method the receiver's VT models in ``call_method``."""
+
+    receiver: VariableTracker
+    name: str
+
+    def python_type(self) -> type:
+        return type(getattr(self.receiver.python_type(), self.name))
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        return self.receiver.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"BoundMethodVariable({self.receiver!r}.{self.name})"

@@ -1,0 +1,129 @@
+"""Wrap real Python values as VariableTrackers, installing their guards.
+
+``wrap(tx, value, source)`` is the only way a value from the frame enters a
+trace: it picks the VT family by the value's type and records the guard that
+keeps the trace valid (tensor metadata, constant value, object identity,
+length, dict keys). ``wrap_constant_result`` wraps values computed at trace
+time, which need no guard.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph.exc import Unsupported
+from bytegraph.graph import metadata
+from bytegraph.guards.guard import GuardKind, TensorSnapshot
+from bytegraph.guards.sources import GetItemSource, Source
+from bytegraph.variables.base import (
+    AttributeMutationExisting,
+    ValueMutationExisting,
+    VariableTracker,
+)
+from bytegraph.variables.builtin import BuiltinVariable, is_builtin_callable
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.containers import (
+    DictVariable,
+    ListVariable,
+    SizeVariable,
+    TupleVariable,
+)
+from bytegraph.variables.objects import ClassVariable, ObjectVariable
+from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.torch import (
+    PythonModuleVariable,
+    TorchFunctionVariable,
+    is_graph_function,
+    is_trace_time_function,
+)
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+EXISTING_VALUE = ValueMutationExisting(0)
+EXISTING_OBJECT = AttributeMutationExisting(0)
+
+
+def wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
+    """The VT for ``value``, read from the frame through ``source``."""
+    output = tx.output
+    cached = output.source_to_var.get(source)
+    if cached is not None:
+        return cached
+    vt = _wrap(tx, value, source)
+    output.source_to_var[source] = vt
+    return vt
+
+
+def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
+    guard = tx.output.add_guard
+    if isinstance(value, torch.Tensor):
+        return _wrap_tensor(tx, value, source)
+    if is_constant_value(value) and type(value) not in (tuple, frozenset):
+        guard(GuardKind.CONSTANT_MATCH, source, value)
+        return ConstantVariable(value, source=source)
+    if type(value) is torch.Size:
+        guard(GuardKind.CONSTANT_MATCH, source, value)
+        return SizeVariable(tuple(ConstantVariable(d) for d in value), source=source)
+    if isinstance(value, (tuple, list)):
+        guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+        items = tuple(wrap(tx, v, GetItemSource(source, i)) for i, v in enumerate(value))
+        if isinstance(value, list):
+            return ListVariable(items, source=source, mutation_type=EXISTING_VALUE)
+        return TupleVariable(items, tuple_type=type(value), source=source)
+    if type(value) is dict and all(is_constant_value(k) for k in value):
+        guard(GuardKind.DICT_KEYS, source, (type(value), tuple(value)))
+        items = {k: wrap(tx, v, GetItemSource(source, k)) for k, v in value.items()}
+        return DictVariable(items, source=source, mutation_type=EXISTING_VALUE)
+    return _wrap_by_identity(tx, value, source)
+
+
+def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
+    """Modules, functions and classes: the trace relies on the very object."""
+    tx.output.add_guard(GuardKind.ID_MATCH, source, value)
+    if isinstance(value, types.ModuleType):
+        return PythonModuleVariable(value, source=source)
+    if is_trace_time_function(value) or is_graph_function(value):
+        return TorchFunctionVariable(value, source=source)
+    if is_builtin_callable(value):
+        return BuiltinVariable(value, source=source)
+    if isinstance(value, type):
+        return ClassVariable(value, source=source)
+    return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
+
+
+def _wrap_tensor(tx: InstructionTranslatorBase, value: torch.Tensor, source: Source) -> VariableTracker:
+    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported("unsupported_value", f"tensor subclass {type(value).__name__}")
+    output = tx.output
+    seen = output.tensor_by_id.get(id(value))
+    if seen is not None:  # the same tensor through a second source: one graph input
+        output.add_guard(GuardKind.SAME_OBJECT, source, seen.source)
+        return seen
+    output.add_guard(GuardKind.TENSOR_MATCH, source, TensorSnapshot.of(value))
+    node = output.add_input(source, value)
+    vt = TensorVariable(
+        node, metadata.to_meta(value), value.device, tensor_type=type(value), source=source
+    )
+    output.tensor_by_id[id(value)] = vt
+    return vt
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    """Wrap a value computed at trace time from constants (no source, no guard)."""
+    if type(value) is torch.Size:
+        return SizeVariable.of(value)
+    if isinstance(value, tuple):
+        return TupleVariable(tuple(wrap_constant_result(v) for v in value), tuple_type=type(value))
+    if isinstance(value, list):
+        return ListVariable(tuple(wrap_constant_result(v) for v in value))
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if isinstance(value, type):
+        return ClassVariable(value)
+    if is_builtin_callable(value):
+        return BuiltinVariable(value)
+    raise Unsupported("unsupported_value", f"a {type(value).__name__} computed at trace time")

@@ -1,0 +1,67 @@
+"""ConstantVariable: a known, immutable Python value (int, str, dtype, ...).
+
+Operations whose operands are all constants fold at trace time; the result
+is a constant again, so ``x.shape[0] * 2`` never reaches the graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph.variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+CONSTANT_TYPES: tuple[type, ...] = (
+    int, float, bool, complex, str, bytes, type(None), type(Ellipsis),
+    type(NotImplemented), range, slice, torch.dtype, torch.device, torch.layout,
+    torch.memory_format, types.CodeType,
+)
+
+
+def is_constant_value(value: object) -> bool:
+    """True for values that are immutable and compared by value."""
+    if isinstance(value, (slice, range)):
+        return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
+    if type(value) in (tuple, frozenset):
+        return all(is_constant_value(v) for v in value)
+    return isinstance(value, CONSTANT_TYPES)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstantVariable(VariableTracker):
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return bool(self.value)
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        from bytegraph.variables.builder import wrap_constant_result
+
+        return wrap_constant_result(getattr(self.value, name))
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        from bytegraph.variables.builder import wrap_constant_result
+
+        return [wrap_constant_result(v) for v in self.value]
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.load_const(self.value)
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"

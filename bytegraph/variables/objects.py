@@ -1,0 +1,46 @@
+"""Classes and arbitrary Python objects the translator does not model further."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from bytegraph.exc import Unsupported
+from bytegraph.variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassVariable(VariableTracker):
+    """A class object, compared by identity (``type(x) is torch.Tensor``)."""
+
+    value: type
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"ClassVariable({self.value.__qualname__})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ObjectVariable(VariableTracker):
+    """An object passed through the trace untouched (returned or compared only)."""
+
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        raise Unsupported(
+            "unsupported_value", f"attribute {name!r} of a {type(self.value).__name__} object"
+        )
+
+    def __repr__(self) -> str:
+        return f"ObjectVariable({type(self.value).__name__})"

@@ -1,0 +1,221 @@
+"""TensorVariable and the one path by which tensor work enters the graph.
+
+``tensor_op(tx, kind, target, args, kwargs)`` turns a call with tensor
+operands into an fx node, propagates metadata through a meta tensor, and
+wraps the result. Metadata queries (``x.shape``, ``x.dtype``, ``x.dim()``)
+fold to constants instead of becoming nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from bytegraph.exc import Unsupported
+from bytegraph.graph import metadata
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorVariable(VariableTracker):
+    """A tensor: its fx node, a meta tensor with its metadata, and its device.
+
+    The node is the graph-level handle (a Proxy's operator overloading would
+    never be used: the translator does its own dispatch).
+    """
+
+    node: torch.fx.Node
+    example: torch.Tensor
+    device: torch.device
+    tensor_type: type = torch.Tensor
+
+    def python_type(self) -> type:
+        return self.tensor_type
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.example.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.example.shape)
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        raise Unsupported("data_dependent", "bool() of a tensor decides Python control flow")
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        from bytegraph.variables.base import BoundMethodVariable
+
+        folded = _fold_attribute(self, name)
+        if folded is not None:
+            return folded
+        if name in _GRAPH_ATTRIBUTES:
+            return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name in _UNSUPPORTED_METHODS:
+            raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
+        if callable(getattr(torch.Tensor, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported("unsupported_value", f"Tensor attribute {name!r}")
+
+    def call_method(
+        self,
+        tx: InstructionTranslatorBase,
+        name: str,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        if name in _UNSUPPORTED_METHODS:
+            raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
+        folded = _fold_method(self, name, args, kwargs)
+        if folded is not None:
+            return folded
+        return tensor_op(tx, "call_method", name, [self, *args], kwargs)
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        if not self.shape:
+            raise Unsupported("unsupported_value", "iteration over a 0-d tensor")
+        return [
+            tensor_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
+            for i in range(self.shape[0])
+        ]
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.node.name}, {self.dtype}, {list(self.shape)}, {self.device})"
+
+
+_GRAPH_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+_UNSUPPORTED_METHODS = frozenset({
+    "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad",
+    "storage", "untyped_storage", "set_", "requires_grad_", "apply_", "map_", "map2_",
+    "share_memory_", "record_stream", "__bool__", "__index__", "__int__", "__float__",
+})
+
+
+def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
+    from bytegraph.variables.containers import SizeVariable
+
+    example = t.example
+    if name == "shape":
+        return SizeVariable.of(example.shape)
+    if name == "device":
+        return ConstantVariable(t.device)
+    if name == "is_cuda":
+        return ConstantVariable(t.device.type == "cuda")
+    if name in ("dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized"):
+        return ConstantVariable(getattr(example, name))
+    if name == "is_leaf":
+        return ConstantVariable(t.source is not None or not example.requires_grad)
+    return None
+
+
+_FOLDED_METHODS = frozenset({
+    "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
+    "is_floating_point", "is_complex", "stride", "size", "storage_offset", "is_signed",
+})
+
+
+def _fold_method(
+    t: TensorVariable, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+) -> VariableTracker | None:
+    from bytegraph.variables.containers import SizeVariable
+
+    if name == "get_device":
+        return ConstantVariable(t.device.index if t.device.type != "cpu" else -1)
+    if name not in _FOLDED_METHODS:
+        return None
+    const_args = [a.as_python_constant() for a in args]
+    const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+    result = getattr(t.example, name)(*const_args, **const_kwargs)
+    if isinstance(result, torch.Size):
+        return SizeVariable.of(result)
+    if isinstance(result, tuple):
+        return wrap_python_value(result)
+    return ConstantVariable(result)
+
+
+def wrap_python_value(value: Any) -> VariableTracker:
+    from bytegraph.variables.builder import wrap_constant_result
+
+    return wrap_constant_result(value)
+
+
+def tensor_op(
+    tx: InstructionTranslatorBase,
+    kind: str,
+    target: Any,
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> VariableTracker:
+    """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
+    devices: list[torch.device] = []
+    graph_args, meta_args = _lower(tuple(args), devices)
+    graph_kwargs, meta_kwargs = _lower(kwargs, devices)
+    example = metadata.run(kind, target, meta_args, meta_kwargs)
+    device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
+    node = tx.output.create_node(kind, target, graph_args, graph_kwargs)
+    return _wrap_result(tx, node, example, device, args)
+
+
+def _lower(value: Any, devices: list[torch.device]) -> tuple[Any, Any]:
+    """Map VTs inside ``value`` to (fx argument, meta argument) pairs."""
+    if isinstance(value, TensorVariable):
+        devices.append(value.device)
+        return value.node, value.example
+    if isinstance(value, VariableTracker):
+        from bytegraph.variables.containers import BaseSequenceVariable
+
+        if isinstance(value, BaseSequenceVariable):
+            graph, meta = _lower(tuple(value.items), devices)
+            container = list if value.python_type() is list else tuple
+            return container(graph), container(meta)
+        constant = value.as_python_constant()
+        if not is_constant_value(constant):
+            raise Unsupported("unsupported_value", f"{value} as an argument of a tensor op")
+        return constant, constant
+    if isinstance(value, tuple):
+        pairs = [_lower(v, devices) for v in value]
+        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    if isinstance(value, dict):
+        pairs_by_key = {k: _lower(v, devices) for k, v in value.items()}
+        return (
+            {k: p[0] for k, p in pairs_by_key.items()},
+            {k: p[1] for k, p in pairs_by_key.items()},
+        )
+    return value, value
+
+
+def _wrap_result(
+    tx: InstructionTranslatorBase,
+    node: torch.fx.Node,
+    example: Any,
+    device: torch.device,
+    args: list[VariableTracker],
+) -> VariableTracker:
+    if isinstance(example, torch.Tensor):
+        for arg in args:  # an in-place op returns its input: keep that VT
+            if isinstance(arg, TensorVariable) and arg.example is example:
+                return arg
+        return TensorVariable(node, example, device)
+    if isinstance(example, (tuple, list)):
+        from bytegraph.variables.containers import TupleVariable
+
+        items = []
+        for i, item in enumerate(example):
+            item_node = tx.output.create_node("call_function", operator.getitem, (node, i), {})
+            items.append(_wrap_result(tx, item_node, item, device, []))
+        if type(example) is list:
+            from bytegraph.variables.containers import ListVariable
+
+            return ListVariable(tuple(items))
+        return TupleVariable(tuple(items), tuple_type=type(example))
+    if example is None:
+        return ConstantVariable(None)
+    raise Unsupported("data_dependent", f"operation returned a Python {type(example).__name__}")

@@ -1,0 +1,139 @@
+"""torch modules and functions: which calls become graph nodes, which fold.
+
+A function goes into the graph only if it is known to be a pure tensor
+operation: an ATen binding in ``torch._C._VariableFunctions`` (``torch.add``,
+``torch.relu``...), or a function of ``torch.nn.functional``,
+``torch.functional``, ``torch.linalg``, ``torch.fft`` or ``torch.special``.
+Anything else in the torch namespace (``torch.manual_seed``, ``torch.save``)
+is an unsupported call, so it runs in Python, never at trace time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph.exc import Unsupported
+from bytegraph.guards.sources import AttrSource
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.tensor import TensorVariable, tensor_op
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+_GRAPH_MODULES = frozenset({
+    "torch.nn.functional", "torch.functional", "torch._C._nn", "torch._C._linalg",
+    "torch._C._fft", "torch._C._special", "torch.linalg", "torch.fft", "torch.special",
+    "torch._C._VariableFunctions",
+})
+_NOT_GRAPH_FUNCTIONS = frozenset({"manual_seed", "seed", "set_grad_enabled"})
+_ATEN_BINDINGS = frozenset(
+    id(getattr(torch._C._VariableFunctions, name))
+    for name in dir(torch._C._VariableFunctions)
+    if not name.startswith("__")
+)
+
+
+def is_graph_function(value: Any) -> bool:
+    """True if a call of ``value`` can be recorded as one graph node."""
+    if not callable(value) or isinstance(value, type):
+        return False
+    if getattr(value, "__name__", "") in _NOT_GRAPH_FUNCTIONS:
+        return False
+    if id(value) in _ATEN_BINDINGS:
+        return True
+    is_function = isinstance(value, (types.FunctionType, types.BuiltinFunctionType))
+    return is_function and getattr(value, "__module__", None) in _GRAPH_MODULES
+
+
+def _tensor_arg(args: list[VariableTracker]) -> TensorVariable:
+    if len(args) != 1 or not isinstance(args[0], TensorVariable):
+        raise Unsupported("unsupported_call", "tensor predicate on a non-tensor")
+    return args[0]
+
+
+# Functions evaluated at trace time from metadata or global state.
+_TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
+    torch.is_tensor: lambda args: isinstance(args[0], TensorVariable),
+    torch.is_floating_point: lambda args: _tensor_arg(args).dtype.is_floating_point,
+    torch.is_complex: lambda args: _tensor_arg(args).dtype.is_complex,
+    torch.numel: lambda args: _tensor_arg(args).example.numel(),
+    torch.is_grad_enabled: lambda args: torch.is_grad_enabled(),
+    torch.get_default_dtype: lambda args: torch.get_default_dtype(),
+}
+_CONSTANT_CONSTRUCTORS = frozenset({torch.device, torch.Size, torch.finfo, torch.iinfo,
+                                    torch.promote_types, torch.can_cast})
+
+
+def is_trace_time_function(value: Any) -> bool:
+    try:
+        return value in _TRACE_TIME or value in _CONSTANT_CONSTRUCTORS
+    except TypeError:  # unhashable
+        return False
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TorchFunctionVariable(VariableTracker):
+    """A torch function: a graph node, or folded at trace time."""
+
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        from bytegraph.variables.builder import wrap_constant_result
+
+        fold = _TRACE_TIME.get(self.value)
+        if fold is not None and not kwargs:
+            return ConstantVariable(fold(args))
+        if self.value in _CONSTANT_CONSTRUCTORS:
+            consts = [a.as_python_constant() for a in args]
+            const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return wrap_constant_result(self.value(*consts, **const_kwargs))
+        return tensor_op(tx, "call_function", self.value, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"TorchFunctionVariable({getattr(self.value, '__name__', self.value)})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PythonModuleVariable(VariableTracker):
+    """A module object such as ``torch`` or ``math``; attributes are guarded reads."""
+
+    value: types.ModuleType
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        from bytegraph.variables.builder import wrap, wrap_constant_result
+
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError:
+            raise Unsupported(
+                "unsupported_value", f"module {self.value.__name__} has no {name!r}"
+            ) from None
+        if self.source is None:
+            return wrap_constant_result(attr)
+        return wrap(tx, attr, AttrSource(self.source, name))
+
+    def __repr__(self) -> str:
+        return f"PythonModuleVariable({self.value.__name__})"
