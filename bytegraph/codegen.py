@@ -30,9 +30,16 @@ RETURN = "___return"
 class PyCodegen:
     """An instruction list plus how to load each graph output."""
 
-    def __init__(self, graph_outputs: dict[torch.fx.Node, int] | None = None) -> None:
+    def __init__(
+        self,
+        side_effects: SideEffects,
+        graph_outputs: dict[torch.fx.Node, int] | None = None,
+    ) -> None:
         self.instructions: list[bc.Instr | bc.Label] = []
+        self.side_effects = side_effects
         self.graph_outputs = graph_outputs or {}
+        # Objects created during the trace are built once, then reloaded: identity holds.
+        self._built: dict[int, str] = {}
 
     def append(self, *instrs: bc.Instr | bc.Label) -> None:
         self.instructions.extend(instrs)
@@ -42,13 +49,29 @@ class PyCodegen:
 
     def __call__(self, vt: VariableTracker) -> None:
         """Leave the real value of ``vt`` on the stack."""
+        if vt.source is not None:
+            vt.source.reconstruct(self)
+            return
         index = self.graph_outputs.get(getattr(vt, "node", None))
-        if index is not None and getattr(vt, "source", None) is None:
+        if index is not None:
             self.append(bc.Instr("LOAD_FAST", GRAPH_OUT))
             self.load_const(index)
             self.append(bc.Instr("BINARY_SUBSCR"))
             return
+        if vt.mutation_type is None:
+            vt.reconstruct(self)
+            return
+        name = self._built.get(id(vt))
+        if name is not None:
+            self.append(bc.Instr("LOAD_FAST", name))
+            return
         vt.reconstruct(self)
+        name = self._built[id(vt)] = f"___new{len(self._built)}"
+        self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", name))
+
+    @staticmethod
+    def call_instrs(nargs: int) -> list[bc.Instr]:
+        return assemble.call(nargs)
 
     def call_const(self, fn: Any, args: list[VariableTracker]) -> None:
         """Call the constant ``fn`` on the values of ``args``."""
@@ -76,11 +99,11 @@ def transformed_code(
     side_effects: SideEffects,
 ) -> types.CodeType:
     """Code that runs the graph, rebuilds ``return_value``, replays effects."""
-    codegen = PyCodegen(graph_outputs)
+    codegen = PyCodegen(side_effects, graph_outputs)
     if compiled is not None:
         codegen.call_graph(compiled, inputs)
     codegen(return_value)
-    if side_effects.mutations:
+    if side_effects.has_replay:
         # Rebuild the result before replaying: a mutation must not change what was read.
         codegen.append(bc.Instr("STORE_FAST", RETURN))
         side_effects.replay_all(codegen)

@@ -54,14 +54,17 @@ class DecodedCode:
 
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-_decoded_cache: dict[types.CodeType, DecodedCode] = {}
+# Keyed by identity: code objects hash their co_consts (a generated code object
+# may hold an unhashable constant), and two equal code objects are still two
+# objects. Each record holds its code, so a key's id is never reused.
+_decoded_cache: dict[int, DecodedCode] = {}
 
 
 def decode(code: types.CodeType) -> DecodedCode:
     """Decode ``code`` once; later calls return the same record."""
-    cached = _decoded_cache.get(code)
+    cached = _decoded_cache.get(id(code))
     if cached is None:
-        cached = _decoded_cache[code] = _decode(code)
+        cached = _decoded_cache[id(code)] = _decode(code)
     return cached
 
 

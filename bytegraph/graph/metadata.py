@@ -88,11 +88,10 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    kind, target, args, kwargs = _device_args_to_meta(kind, target, args, kwargs)
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
     has_tensor = any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves((args, kwargs)))
-    if "device" in kwargs:
-        kwargs = {**kwargs, "device": META}
     try:
         if has_tensor:
             return fn(*call_args, **kwargs)
@@ -105,6 +104,21 @@ def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
         raise Unsupported(
             "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e
+
+
+def _device_args_to_meta(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple:
+    """The same call with every device argument pointing at meta.
+
+    A meta tensor cannot be copied to a real device; the real result's device
+    is worked out separately by ``result_device``.
+    """
+    if "device" in kwargs:
+        kwargs = {**kwargs, "device": META}
+    if kind == "call_method" and target in ("cpu", "cuda"):
+        return kind, "to", (args[0], META), {}
+    if kind == "call_method" and target == "to":
+        args = tuple(META if isinstance(a, (str, torch.device)) else a for a in args)
+    return kind, target, args, kwargs
 
 
 def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None:

@@ -61,6 +61,19 @@ class OutputGraph:
         self.source_to_var: dict[Source, Any] = {}
         self.tensor_by_id: dict[int, Any] = {}
         self.side_effects = SideEffects()
+        self._cells: dict[int, Any] = {}
+
+    def cell_for(self, cell: Any, source: Source | None) -> Any:
+        """The one CellVariable standing for a real closure cell."""
+        from bytegraph.variables.base import AttributeMutationExisting
+        from bytegraph.variables.functions import CellVariable
+
+        vt = self._cells.get(id(cell))
+        if vt is None:
+            vt = CellVariable(cell=cell, source=source, mutation_type=AttributeMutationExisting(0))
+            self._cells[id(cell)] = vt
+            self.side_effects.keepalive.append(cell)
+        return vt
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -101,17 +114,24 @@ def _placeholder_name(source: Source) -> str:
     return re.sub(r"\W+", "_", text).strip("_") or "input"
 
 
-def tensors_in(vt: Any) -> list[Any]:
-    """Every TensorVariable reachable from ``vt`` through containers, in order."""
-    from bytegraph.variables.containers import BaseSequenceVariable, DictVariable
+def reachable_tensors(roots: list[Any], side_effects: SideEffects) -> list[Any]:
+    """TensorVariables the generated code must load: from ``roots`` and pending effects.
+
+    Walks containers (with their current contents), cells and the attributes
+    stored on objects, visiting each VT once.
+    """
     from bytegraph.variables.tensor import TensorVariable
 
-    if isinstance(vt, TensorVariable):
-        return [vt]
-    if isinstance(vt, BaseSequenceVariable):
-        children = vt.items
-    elif isinstance(vt, DictVariable):
-        children = tuple(vt.items.values())
-    else:
-        return []
-    return [t for child in children for t in tensors_in(child)]
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    work = list(roots) + list(side_effects.pending_values())
+    while work:
+        vt = work.pop()
+        if id(vt) in seen:
+            continue
+        seen.add(id(vt))
+        if isinstance(vt, TensorVariable):
+            found.setdefault(id(vt), vt)
+            continue
+        work.extend(side_effects.children(vt))
+    return list(found.values())

@@ -10,6 +10,7 @@ closure constants. Why a guard failed is worked out only on demand
 from __future__ import annotations
 
 import builtins
+import re
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
-from bytegraph.guards.sources import ClosureSource
+from bytegraph.guards.sources import ClosureCellSource
 
 _SINGLETONS = (None, True, False, Ellipsis)
 
@@ -86,10 +87,12 @@ class GuardFunction:
         self,
         check: Callable[..., bool],
         parts: list[str],
+        constants: list[Any],
         make: Callable[[str, str], Callable[..., Any]],
     ) -> None:
         self.check = check
         self.parts = parts
+        self.constants = constants
         self._make = make
         self._first_failure: Callable[..., int] | None = None
 
@@ -99,10 +102,26 @@ class GuardFunction:
             lines = [f"    ___i = {i}\n    if not ({p}): return ___i" for i, p in enumerate(self.parts)]
             self._first_failure = self._make("\n".join(lines) + "\n    return -1", "___i")
         index = self._first_failure(*args, **kwargs)
-        return None if index < 0 else self.parts[index]
+        return None if index < 0 else self.describe(self.parts[index])
+
+    def describe(self, part: str) -> str:
+        """A guard expression with its constants written out."""
+        return re.sub(r"___c(\d+)", lambda m: _readable(self.constants[int(m.group(1))]), part)
 
     def __str__(self) -> str:
-        return "\n".join(self.parts)
+        return "\n".join(self.describe(p) for p in self.parts)
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}".removeprefix("builtins.")
+    if callable(value) and hasattr(value, "__name__"):
+        module = getattr(value, "__module__", None) or "torch"
+        return f"{module}.{value.__name__}".removeprefix("torch._C.")
+    if isinstance(value, (torch.dtype, torch.device)):
+        return repr(value) if isinstance(value, torch.dtype) else f"torch.device({str(value)!r})"
+    text = repr(value)
+    return text if len(text) < 60 else f"<{type(value).__name__} at {id(value):#x}>"
 
 
 def build_guard_function(
@@ -117,7 +136,7 @@ def build_guard_function(
     parts = builder.parts
     body = "    return " + " and ".join(f"({p})" for p in parts) if parts else "    return True"
     make = _maker(fn, builder.constants)
-    return GuardFunction(make(body, "False"), parts, make)
+    return GuardFunction(make(body, "False"), parts, builder.constants, make)
 
 
 def _maker(
@@ -126,7 +145,7 @@ def _maker(
     code = fn.__code__
     signature = _signature_text(code)
     cells = {
-        ClosureSource(name).expr().split(".")[0]: cell
+        ClosureCellSource(name).expr(): cell
         for name, cell in zip(code.co_freevars, fn.__closure__ or ())
     }
     const_names = [f"___c{i}" for i in range(len(constants))]

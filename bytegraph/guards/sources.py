@@ -73,16 +73,16 @@ class BuiltinSource(Source):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ClosureSource(Source):
-    """The contents of a free variable's cell."""
+class ClosureCellSource(Source):
+    """The cell of one of the compiled function's free variables (not its contents)."""
 
     name: str
 
     def expr(self) -> str:
-        return f"___cell_{self.name}.cell_contents"
+        return f"___cell_{self.name}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(bc.Instr("LOAD_DEREF", bc.FreeVar(self.name)))
+        codegen.append(bc.Instr("LOAD_CLOSURE", bc.FreeVar(self.name)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,8 +18,9 @@ from typing import Any
 from bytegraph.codegen import transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
-from bytegraph.graph.output_graph import OutputGraph, tensors_in
+from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
+from bytegraph.guards.sources import ClosureCellSource
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.translate.translator import InstructionTranslator
 
@@ -39,8 +40,12 @@ def convert_frame(
     fullgraph: bool,
 ) -> CacheEntry:
     output = OutputGraph()
+    cells = {
+        name: output.cell_for(cell, ClosureCellSource(name))
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+    }
     tx = InstructionTranslator(
-        fn.__code__, {}, fn.__globals__, fn.__closure__ or (), output,
+        fn.__code__, {}, fn.__globals__, cells, output,
         frame_values=bind_arguments(fn, args, kwargs),
     )
     try:
@@ -52,7 +57,8 @@ def convert_frame(
     if output.count_calls() == 0:
         return _entry(fn, output, fn)
     return_value = tx.return_value
-    outputs = [t for t in _unique(tensors_in(return_value)) if t.source is None]
+    tensors = reachable_tensors([return_value], output.side_effects)
+    outputs = [t for t in tensors if t.source is None]
     gm, inputs = output.finish_graph([t.node for t in outputs])
     compiled = call_backend(backend, gm, [i.example for i in inputs])
     code = transformed_code(
@@ -74,10 +80,3 @@ def _function_like(fn: types.FunctionType, code: types.CodeType) -> types.Functi
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     return new
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    seen: dict[int, Any] = {}
-    for value in values:
-        seen.setdefault(id(value), value)
-    return list(seen.values())

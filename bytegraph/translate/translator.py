@@ -37,7 +37,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         code: types.CodeType,
         symbolic_locals: dict[str, VariableTracker],
         f_globals: dict[str, Any],
-        closure: tuple[types.CellType, ...],
+        cells: dict[str, VariableTracker],
         output: OutputGraph,
         inline_depth: int = 0,
         frame_values: dict[str, Any] | None = None,
@@ -50,7 +50,8 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         self.f_builtins: dict[str, Any] = f_globals.get("__builtins__", builtins.__dict__)
         if isinstance(self.f_builtins, types.ModuleType):
             self.f_builtins = self.f_builtins.__dict__
-        self.closure_cells = dict(zip(code.co_freevars, closure))
+        # Free variables' cells now; cell variables are added by MAKE_CELL.
+        self.cells = dict(cells)
         self.output = output
         self.inline_depth = inline_depth
         self.stack: list[VariableTracker] = []
@@ -115,3 +116,23 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
 
 class InstructionTranslator(InstructionTranslatorBase):
     """The translator of the frame handed to ``compile`` (or a resume function)."""
+
+
+class InliningInstructionTranslator(InstructionTranslatorBase):
+    """Runs an inlined callee's code inside its caller's trace."""
+
+    def __init__(
+        self,
+        *args: Any,
+        parent: InstructionTranslatorBase,
+        is_generator: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.parent = parent
+        self.is_generator = is_generator
+        self.yielded: list[VariableTracker] = []
+
+    def location(self) -> str:
+        """This frame's location, then the chain of callers that inlined it."""
+        return f"{super().location()}\n  inlined from {self.parent.location()}"

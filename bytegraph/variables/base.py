@@ -51,7 +51,7 @@ class AttributeMutationExisting(MutationType):
     """An object from the frame; attribute stores are replayed after the graph."""
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class VariableTracker:
     """Base of every symbolic value. Subclasses override what they model."""
 
@@ -107,7 +107,13 @@ class VariableTracker:
         raise Unsupported("unsupported_value", f"cannot rebuild {self} in generated code")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        fields = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.name not in ("source", "mutation_type")
+        ]
+        text = f"{type(self).__name__}({', '.join(fields)})"
+        return text if len(text) < 120 else text[:117] + "..."
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -118,7 +124,7 @@ class NullVariable(VariableTracker):
 NULL = NullVariable()
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class BoundMethodVariable(VariableTracker):
     """``receiver.name`` for a method the receiver's VT models in ``call_method``."""
 

@@ -9,6 +9,7 @@ time, which need no guard.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.guards.guard import GuardKind, TensorSnapshot
-from bytegraph.guards.sources import GetItemSource, Source
+from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.variables.base import (
     AttributeMutationExisting,
     ValueMutationExisting,
@@ -31,6 +32,7 @@ from bytegraph.variables.containers import (
     SizeVariable,
     TupleVariable,
 )
+from bytegraph.variables.functions import PartialVariable, UserFunctionVariable
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.torch import (
@@ -92,6 +94,20 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return BuiltinVariable(value, source=source)
     if isinstance(value, type):
         return ClassVariable(value, source=source)
+    if isinstance(value, types.FunctionType):
+        if getattr(value, "__module__", "").startswith("torch"):
+            # torch internals are either graph functions (above) or not traced at all.
+            return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
+        return UserFunctionVariable(value, source=source)
+    if type(value) is functools.partial:
+        return PartialVariable(
+            wrap(tx, value.func, AttrSource(source, "func")),
+            tuple(wrap(tx, v, GetItemSource(AttrSource(source, "args"), i))
+                  for i, v in enumerate(value.args)),
+            {k: wrap(tx, v, GetItemSource(AttrSource(source, "keywords"), k))
+             for k, v in value.keywords.items()},
+            source=source,
+        )
     return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
 
 

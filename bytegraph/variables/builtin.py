@@ -58,7 +58,7 @@ def is_builtin_callable(value: Any) -> bool:
     return is_constant_value(owner)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class BuiltinVariable(VariableTracker):
     fn: Any
 
@@ -244,9 +244,183 @@ def _known_absent(obj: VariableTracker, name: str) -> bool:
 def _sequence_iadd(tx, args, kwargs) -> VariableTracker | None:
     from bytegraph.variables.containers import ListVariable
 
-    if isinstance(args[0], ListVariable):  # in place: a mutation, not a new list
-        raise Unsupported("side_effect", "list += (in-place list mutation)")
+    if isinstance(args[0], ListVariable):  # in place: the same list, extended
+        args[0].call_method(tx, "__iadd__", [args[1]], {})
+        return args[0]
     return _sequence_add(tx, args, kwargs)
+
+
+def _items(tx, iterable: VariableTracker) -> list[VariableTracker]:
+    return iterable.unpack_sequence(tx)
+
+
+def _iterator(items: list[VariableTracker]) -> VariableTracker:
+    from bytegraph.variables.containers import NEW_VALUE, IteratorVariable
+
+    return IteratorVariable(tuple(items), mutation_type=NEW_VALUE)
+
+
+def _enumerate(tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.containers import TupleVariable
+
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
+    first = start.as_python_constant()
+    return _iterator([
+        TupleVariable((ConstantVariable(first + i), item))
+        for i, item in enumerate(_items(tx, args[0]))
+    ])
+
+
+def _zip(tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.containers import TupleVariable
+
+    columns = [_items(tx, a) for a in args]
+    strict = kwargs.get("strict", ConstantVariable(False)).as_python_constant()
+    if strict and len({len(c) for c in columns}) > 1:
+        raise Unsupported("unsupported_value", "zip(strict=True) of unequal lengths (raises)")
+    return _iterator([TupleVariable(tuple(row)) for row in zip(*columns)])
+
+
+def _reversed(tx, args, kwargs) -> VariableTracker:
+    return _iterator(list(reversed(_items(tx, args[0]))))
+
+
+def _iter(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.translate.ops.iter import make_iterator
+
+    return make_iterator(tx, args[0]) if len(args) == 1 else None
+
+
+def _next(tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.containers import IteratorVariable
+
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVariable):
+        raise Unsupported("unsupported_value", f"next() of {iterator}")
+    item = iterator.next_item(tx)
+    if item is None:
+        if len(args) == 2:
+            return args[1]
+        raise Unsupported("unsupported_value", "next() of an exhausted iterator (StopIteration)")
+    return item
+
+
+def _map(tx, args, kwargs) -> VariableTracker:
+    fn, columns = args[0], [_items(tx, a) for a in args[1:]]
+    return _iterator([fn.call_function(tx, list(row), {}) for row in zip(*columns)])
+
+
+def _filter(tx, args, kwargs) -> VariableTracker:
+    fn, items = args[0], _items(tx, args[1])
+    if fn.is_python_constant() and fn.as_python_constant() is None:
+        return _iterator([i for i in items if i.truth(tx)])
+    return _iterator([i for i in items if fn.call_function(tx, [i], {}).truth(tx)])
+
+
+def _list(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import NEW_VALUE, ListVariable
+
+    if kwargs or len(args) > 1:
+        return None
+    items = tuple(_items(tx, args[0])) if args else ()
+    return ListVariable(items, mutation_type=NEW_VALUE)
+
+
+def _tuple(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import TupleVariable
+
+    if kwargs or len(args) > 1:
+        return None
+    return TupleVariable(tuple(_items(tx, args[0])) if args else ())
+
+
+def _dict(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import NEW_VALUE, DictVariable
+
+    if len(args) > 1:
+        return None
+    new = DictVariable({}, mutation_type=NEW_VALUE)
+    new.call_method(tx, "update", list(args), kwargs)
+    return new
+
+
+def _sum(tx, args, kwargs) -> VariableTracker:
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    for item in _items(tx, args[0]):
+        total = BuiltinVariable(operator.add).call_function(tx, [total, item], {})
+    return total
+
+
+def _min_max(pick: Any) -> Handler:
+    def handler(tx, args, kwargs) -> VariableTracker | None:
+        items = _items(tx, args[0]) if len(args) == 1 else list(args)
+        key = kwargs.pop("key", None)
+        default = kwargs.pop("default", None)
+        if kwargs:
+            return None
+        if not items:
+            if default is None:
+                raise Unsupported("unsupported_value", f"{pick.__name__}() of nothing (raises)")
+            return default
+        keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
+        if not all(k.is_python_constant() for k in keys):
+            raise Unsupported("data_dependent", f"{pick.__name__}() compares non-constants")
+        values = [k.as_python_constant() for k in keys]
+        return items[values.index(pick(values))]
+
+    return handler
+
+
+def _any_all(want: bool) -> Handler:
+    def handler(tx, args, kwargs) -> VariableTracker:
+        for item in _items(tx, args[0]):
+            if item.truth(tx) is want:
+                return ConstantVariable(want)
+        return ConstantVariable(not want)
+
+    return handler
+
+
+def _sorted(tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.containers import NEW_VALUE, ListVariable
+
+    items = _items(tx, args[0])
+    key = kwargs.get("key")
+    reverse = kwargs.get("reverse", ConstantVariable(False)).as_python_constant()
+    keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
+    if not all(k.is_python_constant() for k in keys):
+        raise Unsupported("data_dependent", "sorted() compares non-constants")
+    order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
+    return ListVariable(tuple(items[i] for i in order), mutation_type=NEW_VALUE)
+
+
+def _callable(tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.base import BoundMethodVariable
+    from bytegraph.variables.functions import BaseFunctionVariable, PartialVariable
+
+    value = args[0]
+    if isinstance(value, (BaseFunctionVariable, PartialVariable, BoundMethodVariable)):
+        return ConstantVariable(True)
+    return ConstantVariable(callable(value.python_type()) and _instances_callable(value))
+
+
+def _instances_callable(value: VariableTracker) -> bool:
+    return hasattr(value.python_type(), "__call__")
+
+
+def _abs(tx, args, kwargs) -> VariableTracker:
+    return BuiltinVariable(operator.abs).call_function(tx, args, kwargs)
+
+
+def _to_scalar(fn: Any) -> Handler:
+    def handler(tx, args, kwargs) -> VariableTracker | None:
+        from bytegraph.variables.tensor import TensorVariable
+
+        if args and isinstance(args[0], TensorVariable):
+            raise Unsupported("data_dependent", f"{fn.__name__}() of a tensor reads its value")
+        return None
+
+    return handler
 
 
 _HANDLERS: dict[Any, Handler] = {
@@ -265,4 +439,25 @@ _HANDLERS: dict[Any, Handler] = {
     builtins.type: _type,
     builtins.getattr: _getattr,
     builtins.hasattr: _hasattr,
+    builtins.enumerate: _enumerate,
+    builtins.zip: _zip,
+    builtins.reversed: _reversed,
+    builtins.iter: _iter,
+    builtins.next: _next,
+    builtins.map: _map,
+    builtins.filter: _filter,
+    builtins.list: _list,
+    builtins.tuple: _tuple,
+    builtins.dict: _dict,
+    builtins.sum: _sum,
+    builtins.min: _min_max(min),
+    builtins.max: _min_max(max),
+    builtins.any: _any_all(True),
+    builtins.all: _any_all(False),
+    builtins.sorted: _sorted,
+    builtins.callable: _callable,
+    builtins.abs: _abs,
+    builtins.int: _to_scalar(int),
+    builtins.float: _to_scalar(float),
+    builtins.complex: _to_scalar(complex),
 }

@@ -34,7 +34,7 @@ def is_constant_value(value: object) -> bool:
     return isinstance(value, CONSTANT_TYPES)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ConstantVariable(VariableTracker):
     value: Any
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ClassVariable(VariableTracker):
     """A class object, compared by identity (``type(x) is torch.Tensor``)."""
 
@@ -24,11 +25,23 @@ class ClassVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.value
 
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        if self.value is functools.partial and args:
+            from bytegraph.variables.functions import PartialVariable
+
+            return PartialVariable(args[0], tuple(args[1:]), dict(kwargs))
+        raise Unsupported("unsupported_call", f"instantiating {self.value.__qualname__}")
+
     def __repr__(self) -> str:
         return f"ClassVariable({self.value.__qualname__})"
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ObjectVariable(VariableTracker):
     """An object passed through the trace untouched (returned or compared only)."""
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TensorVariable(VariableTracker):
     """A tensor: its fx node, a meta tensor with its metadata, and its device.
 
@@ -160,8 +160,17 @@ def tensor_op(
     graph_kwargs, meta_kwargs = _lower(kwargs, devices)
     example = metadata.run(kind, target, meta_args, meta_kwargs)
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
+    example = _copy_if_moved(example, args, device)
     node = tx.output.create_node(kind, target, graph_args, graph_kwargs)
     return _wrap_result(tx, node, example, device, args)
+
+
+def _copy_if_moved(example: Any, args: list[VariableTracker], device: torch.device) -> Any:
+    """On meta, ``x.to(other_device)`` returns ``x`` itself; the real op returns a copy."""
+    for arg in args:
+        if isinstance(arg, TensorVariable) and arg.example is example and arg.device != device:
+            return example.clone()
+    return example
 
 
 def _lower(value: Any, devices: list[torch.device]) -> tuple[Any, Any]:

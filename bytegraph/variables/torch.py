@@ -77,7 +77,7 @@ def is_trace_time_function(value: Any) -> bool:
         return False
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TorchFunctionVariable(VariableTracker):
     """A torch function: a graph node, or folded at trace time."""
 
@@ -110,7 +110,7 @@ class TorchFunctionVariable(VariableTracker):
         return f"TorchFunctionVariable({getattr(self.value, '__name__', self.value)})"
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class PythonModuleVariable(VariableTracker):
     """A module object such as ``torch`` or ``math``; attributes are guarded reads."""
 

@@ -1,3 +1,12 @@
 """Opcode handlers, one family per module; importing this registers them all."""
 
-from bytegraph.translate.ops import arith, build, calls, control, names, stack  # noqa: F401
+from bytegraph.translate.ops import (  # noqa: F401
+    arith,
+    build,
+    calls,
+    control,
+    functions,
+    iter,
+    names,
+    stack,
+)

@@ -63,3 +63,50 @@ def UNPACK_SEQUENCE(tx: Tx, inst: Instruction) -> None:
             "unsupported_value", f"unpacking {len(items)} values into {inst.arg} (raises in eager)"
         )
     tx.stack.extend(reversed(items))
+
+
+@handler("LIST_APPEND")
+def LIST_APPEND(tx: Tx, inst: Instruction) -> None:
+    """(list ... value -- list ...): a list comprehension's append."""
+    value = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "append", [value], {})
+
+
+@handler("MAP_ADD")
+def MAP_ADD(tx: Tx, inst: Instruction) -> None:
+    """(dict ... key value -- dict ...): a dict comprehension's store."""
+    value = tx.pop()
+    key = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "__setitem__", [key, value], {})
+
+
+@handler("LIST_EXTEND")
+def LIST_EXTEND(tx: Tx, inst: Instruction) -> None:
+    """(list ... iterable -- list ...): ``[*a, *b]`` and star-args."""
+    iterable = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "extend", [iterable], {})
+
+
+@handler("LIST_TO_TUPLE")
+def LIST_TO_TUPLE(tx: Tx, inst: Instruction) -> None:
+    """(list -- tuple)"""
+    tx.push(TupleVariable(tuple(tx.pop().unpack_sequence(tx))))
+
+
+@handler("DICT_UPDATE")
+def DICT_UPDATE(tx: Tx, inst: Instruction) -> None:
+    """(dict ... mapping -- dict ...): ``{**a, **b}``."""
+    mapping = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "update", [mapping], {})
+
+
+@handler("DICT_MERGE")
+def DICT_MERGE(tx: Tx, inst: Instruction) -> None:
+    """(dict ... mapping -- dict ...): ``f(**a, **b)``; a repeated key raises in eager."""
+    mapping = tx.pop()
+    target = tx.stack[-inst.arg]
+    if not isinstance(mapping, DictVariable):
+        raise Unsupported("unsupported_value", f"** of a {mapping}")
+    if set(mapping.items_now(tx)) & set(target.items_now(tx)):
+        raise Unsupported("unsupported_call", "repeated keyword argument (TypeError in eager)")
+    target.call_method(tx, "update", [mapping], {})

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bytegraph.exc import Unsupported
 from bytegraph.translate.registry import handler
-from bytegraph.variables.base import NullVariable
+from bytegraph.variables.base import NullVariable, VariableTracker
+from bytegraph.variables.containers import DictVariable
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -32,3 +34,20 @@ def CALL(tx: Tx, inst: Instruction) -> None:
     split = len(args) - len(kw_names)
     kwargs = dict(zip(kw_names, args[split:]))
     tx.push(fn.call_function(tx, args[:split], kwargs))
+
+
+@handler("CALL_FUNCTION_EX")
+def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
+    """(NULL callable args_tuple [kwargs_dict] -- result): ``f(*args, **kwargs)``."""
+    kwargs_vt = tx.pop() if inst.arg & 0x01 else None
+    args_vt = tx.pop()
+    fn = tx.pop()
+    null = tx.pop()
+    if not isinstance(null, NullVariable):  # 3.11 keeps a NULL slot below the callable
+        raise Unsupported("unsupported_opcode", "CALL_FUNCTION_EX without its NULL")
+    kwargs: dict[str, VariableTracker] = {}
+    if kwargs_vt is not None:
+        if not isinstance(kwargs_vt, DictVariable):
+            raise Unsupported("unsupported_value", f"** of a {kwargs_vt}")
+        kwargs = dict(kwargs_vt.items_now(tx))
+    tx.push(fn.call_function(tx, args_vt.unpack_sequence(tx), kwargs))

@@ -1,0 +1,95 @@
+"""Functions and closures: MAKE_FUNCTION, cells, and generator bodies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bytegraph.exc import Unsupported
+from bytegraph.side_effects import DELETED
+from bytegraph.translate.registry import handler, unsupported_opcode
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.functions import NestedFunctionVariable, new_cell
+
+if TYPE_CHECKING:
+    from bytegraph.bytecode.instructions import Instruction
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+MAX_YIELDS = 10_000
+
+
+@handler("MAKE_FUNCTION")
+def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
+    """([defaults] [kwdefaults] [annotations] [closure] code -- function)"""
+    code = tx.pop().as_python_constant()
+    closure = tx.pop().unpack_sequence(tx) if inst.arg & 0x08 else ()
+    if inst.arg & 0x04:
+        tx.pop()  # annotations do not change what the function computes
+    kwdefaults = tx.pop() if inst.arg & 0x02 else None
+    defaults = tx.pop() if inst.arg & 0x01 else None
+    tx.push(NestedFunctionVariable(
+        code, tx.f_globals, code.co_qualname, defaults, kwdefaults, tuple(closure)
+    ))
+
+
+@handler("MAKE_CELL")
+def MAKE_CELL(tx: Tx, inst: Instruction) -> None:
+    """( -- ): turns local ``name`` into a fresh cell holding its current value."""
+    name = inst.argval
+    initial = tx.symbolic_locals.get(name)
+    if initial is None and name in tx.frame_values:
+        initial = tx.realize_local(name)
+    tx.cells[name] = new_cell(initial, tx)
+
+
+@handler("COPY_FREE_VARS")
+def COPY_FREE_VARS(tx: Tx, inst: Instruction) -> None:
+    """( -- ): the translator set up the free variables' cells already."""
+
+
+@handler("LOAD_CLOSURE")
+def LOAD_CLOSURE(tx: Tx, inst: Instruction) -> None:
+    """( -- cell)"""
+    tx.push(tx.cells[inst.argval])
+
+
+@handler("LOAD_DEREF")
+def LOAD_DEREF(tx: Tx, inst: Instruction) -> None:
+    """( -- cell contents)"""
+    tx.push(tx.cells[inst.argval].load(tx))
+
+
+@handler("STORE_DEREF")
+def STORE_DEREF(tx: Tx, inst: Instruction) -> None:
+    """(value -- ): a write to a cell, replayed if the cell outlives the trace."""
+    tx.cells[inst.argval].store(tx, tx.pop())
+
+
+@handler("DELETE_DEREF")
+def DELETE_DEREF(tx: Tx, inst: Instruction) -> None:
+    """( -- )"""
+    tx.output.side_effects.store_attr(tx.cells[inst.argval], "cell_contents", DELETED)
+
+
+@handler("RETURN_GENERATOR")
+def RETURN_GENERATOR(tx: Tx, inst: Instruction) -> None:
+    """( -- None): a generator body runs eagerly; the POP_TOP after drops this."""
+    _require_generator(tx)
+    tx.push(ConstantVariable(None))
+
+
+@handler("YIELD_VALUE")
+def YIELD_VALUE(tx: Tx, inst: Instruction) -> None:
+    """(value -- None): collect the value; the consumer sends nothing back."""
+    _require_generator(tx)
+    tx.yielded.append(tx.pop())
+    if len(tx.yielded) > MAX_YIELDS:
+        raise Unsupported("unsupported_call", f"generator yielded more than {MAX_YIELDS} values")
+    tx.push(ConstantVariable(None))
+
+
+def _require_generator(tx: Tx) -> None:
+    if not getattr(tx, "is_generator", False):
+        raise Unsupported("unsupported_opcode", "a generator frame compiled directly")
+
+
+unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced")

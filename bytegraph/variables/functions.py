@@ -1,0 +1,233 @@
+"""User Python functions, closures and cells, inlined by a child translator.
+
+``UserFunctionVariable`` wraps a real function (from a global, attribute or
+argument); ``NestedFunctionVariable`` is a function made by MAKE_FUNCTION
+during the trace (lambdas, inner defs, comprehensions), whose closure cells
+are ``CellVariable``s. Calling either inlines the callee's bytecode into the
+same graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
+
+from bytegraph.exc import Unsupported
+from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.variables.base import AttributeMutationNew, VariableTracker
+from bytegraph.variables.constant import is_constant_value
+from bytegraph.variables.containers import DictVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+NEW_CELL = AttributeMutationNew(1)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class CellVariable(VariableTracker):
+    """A closure cell. Its contents are read through SideEffects ("cell_contents").
+
+    ``source`` (for a cell that exists outside the trace) reaches the cell
+    object itself; the contents are ``AttrSource(source, "cell_contents")``.
+    """
+
+    cell: types.CellType | None = None
+
+    def python_type(self) -> type:
+        return types.CellType
+
+    def load(self, tx: InstructionTranslatorBase) -> VariableTracker:
+        from bytegraph.side_effects import DELETED
+        from bytegraph.variables.builder import wrap, wrap_constant_result
+
+        pending = tx.output.side_effects.load_attr(self, "cell_contents")
+        if pending is DELETED or (pending is None and self.cell is None):
+            raise Unsupported("unsupported_value", "free variable read before assignment")
+        if pending is not None:
+            return pending
+        try:
+            value = self.cell.cell_contents
+        except ValueError:
+            raise Unsupported("unsupported_value", "empty closure cell (raises in eager)") from None
+        if self.source is None:
+            return wrap_constant_result(value)
+        return wrap(tx, value, AttrSource(self.source, "cell_contents"))
+
+    def store(self, tx: InstructionTranslatorBase, value: VariableTracker) -> None:
+        tx.output.side_effects.store_attr(self, "cell_contents", value)
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        raise Unsupported("unsupported_value", "a closure cell created during the trace escapes")
+
+
+def new_cell(initial: VariableTracker | None, tx: InstructionTranslatorBase) -> CellVariable:
+    cell = CellVariable(mutation_type=NEW_CELL)
+    if initial is not None:
+        cell.store(tx, initial)
+    return cell
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class BaseFunctionVariable(VariableTracker):
+    """What inlining needs: code, globals, defaults and closure cells."""
+
+    def code(self) -> types.CodeType:
+        raise NotImplementedError
+
+    def f_globals(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def defaults(self, tx: InstructionTranslatorBase) -> tuple[list[VariableTracker], dict[str, VariableTracker]]:
+        raise NotImplementedError
+
+    def cells(self, tx: InstructionTranslatorBase) -> dict[str, CellVariable]:
+        raise NotImplementedError
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        from bytegraph.translate.inline import inline_call
+
+        return inline_call(tx, self, args, kwargs)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class UserFunctionVariable(BaseFunctionVariable):
+    """A real Python function; the trace relies on its identity (ID_MATCH)."""
+
+    fn: types.FunctionType
+
+    def code(self) -> types.CodeType:
+        return self.fn.__code__
+
+    def f_globals(self) -> dict[str, Any]:
+        return self.fn.__globals__
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        from bytegraph.variables.builder import wrap, wrap_constant_result
+
+        if not hasattr(self.fn, name):
+            raise Unsupported("unsupported_value", f"function attribute {name!r}")
+        value = getattr(self.fn, name)
+        if self.source is None:
+            return wrap_constant_result(value)
+        return wrap(tx, value, AttrSource(self.source, name))
+
+    def defaults(self, tx):
+        positional = [
+            self._default(tx, "__defaults__", i, v) for i, v in enumerate(self.fn.__defaults__ or ())
+        ]
+        keyword = {
+            k: self._default(tx, "__kwdefaults__", k, v)
+            for k, v in (self.fn.__kwdefaults__ or {}).items()
+        }
+        return positional, keyword
+
+    def _default(self, tx, attr: str, key: Any, value: Any) -> VariableTracker:
+        """A default value: constants as such, anything else read through its source."""
+        from bytegraph.variables.builder import wrap, wrap_constant_result
+
+        if is_constant_value(value):
+            return wrap_constant_result(value)
+        if self.source is None:
+            raise Unsupported("unsupported_value", f"default argument {value!r}")
+        return wrap(tx, value, GetItemSource(AttrSource(self.source, attr), key))
+
+    def cells(self, tx):
+        closure = self.fn.__closure__ or ()
+        result = {}
+        for i, (name, cell) in enumerate(zip(self.fn.__code__.co_freevars, closure)):
+            source: Source | None = None
+            if self.source is not None:
+                source = GetItemSource(AttrSource(self.source, "__closure__"), i)
+            result[name] = tx.output.cell_for(cell, source)
+        return result
+
+    def __repr__(self) -> str:
+        return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A function object created by MAKE_FUNCTION during the trace."""
+
+    fn_code: types.CodeType
+    globals_dict: dict[str, Any]
+    qualname: str
+    defaults_tuple: TupleVariable | None = None
+    kwdefaults_dict: DictVariable | None = None
+    closure: tuple[CellVariable, ...] = ()
+
+    def code(self) -> types.CodeType:
+        return self.fn_code
+
+    def f_globals(self) -> dict[str, Any]:
+        return self.globals_dict
+
+    def defaults(self, tx):
+        positional = list(self.defaults_tuple.items) if self.defaults_tuple else []
+        keyword = dict(self.kwdefaults_dict.items_now(tx)) if self.kwdefaults_dict else {}
+        return positional, keyword
+
+    def cells(self, tx):
+        return dict(zip(self.fn_code.co_freevars, self.closure))
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """A function escaping the trace is rebuilt only if it has no closure."""
+        if self.closure:
+            raise Unsupported("unsupported_value", f"closure {self.qualname} escapes the trace")
+        flags = 0
+        if self.defaults_tuple is not None:
+            codegen(self.defaults_tuple)
+            flags |= 0x01
+        if self.kwdefaults_dict is not None:
+            codegen(self.kwdefaults_dict)
+            flags |= 0x02
+        codegen.load_const(self.fn_code)  # MAKE_FUNCTION pops the code object first
+        codegen.append(bc.Instr("MAKE_FUNCTION", flags))
+
+    def __repr__(self) -> str:
+        return f"NestedFunctionVariable({self.qualname})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class PartialVariable(VariableTracker):
+    """``functools.partial(fn, *args, **kwargs)``"""
+
+    fn: VariableTracker
+    args: tuple[VariableTracker, ...]
+    kwargs: dict[str, VariableTracker]
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return DictVariable(dict(self.kwargs))
+        raise Unsupported("unsupported_value", f"partial attribute {name!r}")
+
