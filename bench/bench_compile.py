@@ -1,0 +1,297 @@
+"""bytegraph vs torch.compile, side by side in one process, as ratios.
+
+For each program, both systems run with ``backend="eager"`` (so the backend
+adds nothing and only capture and call overhead are compared):
+
+- trace: the time of the first call after a reset (translate, guards,
+  backend, codegen, run once); the median of ``--repeats`` resets, the two
+  systems alternating which goes first.
+- overhead: compiled call time minus plain eager call time on a cache hit,
+  each the best per-call time of several timeit-style repeats.
+
+With ``--inductor`` both also run with ``backend="inductor"`` and the table
+adds their steady-state call times.
+
+Both systems are warmed up first on an unrelated function: the first
+meta/fake tensor op in a process imports ``torch._dynamo`` (about 0.75 s),
+which would otherwise be charged to whichever system traces first.
+
+Run: ``python bench/bench_compile.py [--inductor] [--repeats N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import math
+import platform
+import statistics
+import sys
+import time
+import timeit
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+# Before torch: importing it on a machine without NumPy warns, and bench output should be clean.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402, N812 (the universal alias)
+
+import bytegraph  # noqa: E402
+
+# The programs. Straight-line on purpose: weights are arguments.
+
+
+def add_mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = x + y
+    z = z * 2
+    return z
+
+
+def mlp4(
+    x: torch.Tensor,
+    w1: torch.Tensor, b1: torch.Tensor,
+    w2: torch.Tensor, b2: torch.Tensor,
+    w3: torch.Tensor, b3: torch.Tensor,
+    w4: torch.Tensor, b4: torch.Tensor,
+) -> torch.Tensor:
+    h = F.relu(F.linear(x, w1, b1))
+    h = F.relu(F.linear(h, w2, b2))
+    h = F.relu(F.linear(h, w3, b3))
+    return F.linear(h, w4, b4)
+
+
+def attention(
+    x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor
+) -> torch.Tensor:
+    q = x @ wq
+    k = x @ wk
+    v = x @ wv
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, v) @ wo
+
+
+def warmup_program(a: torch.Tensor) -> torch.Tensor:
+    return torch.sin(a).sum(dim=0) + a.mean()
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    name: str
+    fn: Callable[..., Any]
+    make_args: Callable[[], tuple[torch.Tensor, ...]]
+
+
+def mlp4_args() -> tuple[torch.Tensor, ...]:
+    layers = [(torch.randn(64, 64) / 8, torch.randn(64)) for _ in range(4)]
+    return (torch.randn(32, 64), *(t for layer in layers for t in layer))
+
+
+def attention_args() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(16, 64), *(torch.randn(64, 64) / 8 for _ in range(4)))
+
+
+PROGRAMS = [
+    Program("add_mul 4x4", add_mul, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    Program("mlp 4x64, batch 32", mlp4, mlp4_args),
+    Program("attention seq 16, dim 64", attention, attention_args),
+]
+
+
+# The two systems, behind one interface.
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    reset: Callable[[], None]
+    compile: Callable[..., Callable[..., Any]]
+
+    def fresh(self, fn: Callable[..., Any], backend: str) -> Callable[..., Any]:
+        self.reset()
+        return self.compile(fn, backend=backend)
+
+
+def reset_dynamo() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+SYSTEMS = {
+    "bytegraph": System(bytegraph.reset, bytegraph.compile),
+    "torch.compile": System(reset_dynamo, torch.compile),
+}
+
+
+# Timing.
+
+
+def time_first_call(system: System, program: Program, args: tuple) -> float:
+    """Seconds for compile() + the first call (the trace), after a reset."""
+    system.reset()
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        compiled = system.compile(program.fn, backend="eager")
+        compiled(*args)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def median_trace_times(program: Program, args: tuple, repeats: int) -> dict[str, float]:
+    """Median first-call time per system; the systems alternate going first."""
+    samples: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    order = list(SYSTEMS)
+    for _ in range(repeats):
+        for name in order:
+            samples[name].append(time_first_call(SYSTEMS[name], program, args))
+        order.reverse()
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def per_call_time(fn: Callable[..., Any], args: tuple, budget_s: float = 0.25) -> float:
+    """Best per-call seconds over 7 repeats, each sized to take about budget_s / 7."""
+    timer = timeit.Timer(lambda: fn(*args))
+    number, elapsed = timer.autorange()
+    number = max(1, int(number * budget_s / 7 / max(elapsed, 1e-9)))
+    return min(timer.repeat(repeat=7, number=number)) / number
+
+
+def check_same(program: Program, args: tuple, compiled: Callable[..., Any], system: str) -> None:
+    try:
+        torch.testing.assert_close(compiled(*args), program.fn(*args))
+    except AssertionError as e:
+        sys.exit(f"{system} computed a different result on {program.name}: {e}")
+
+
+def bytegraph_graph_count(compiled: Any) -> int:
+    return sum(len(entry.graphs) for entry in compiled.entries)
+
+
+@dataclasses.dataclass
+class Row:
+    program: str
+    trace: dict[str, float]
+    eager_call: float
+    overhead: dict[str, float]
+    graphs: int
+    inductor_call: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def measure(program: Program, repeats: int, inductor: bool) -> Row:
+    torch.manual_seed(0)
+    args = program.make_args()
+    trace = median_trace_times(program, args, repeats)
+    compiled = {name: system.fresh(program.fn, "eager") for name, system in SYSTEMS.items()}
+    for name, fn in compiled.items():
+        check_same(program, args, fn, name)
+    eager_call = per_call_time(program.fn, args)
+    overhead = {name: per_call_time(fn, args) - eager_call for name, fn in compiled.items()}
+    graphs = bytegraph_graph_count(compiled["bytegraph"])
+    row = Row(program.name, trace, eager_call, overhead, graphs)
+    if inductor:
+        for name, system in SYSTEMS.items():
+            fn = system.fresh(program.fn, "inductor")
+            check_same(program, args, fn, name)
+            row.inductor_call[name] = per_call_time(fn, args)
+    return row
+
+
+def warm_up() -> None:
+    """Pay the one-time costs (torch._dynamo import, first meta/fake op) outside the figures."""
+    args = (torch.randn(8, 8),)
+    for system in SYSTEMS.values():
+        for _ in range(2):
+            system.fresh(warmup_program, "eager")(*args)
+    warmup_program(*args)
+
+
+# Report.
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:9.1f} us"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.2f} ms"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:6.2f}x" if b > 0 else "   n/a"
+
+
+def format_row(cells: list[str], widths: list[int]) -> str:
+    """The first column left-aligned, the others right-aligned."""
+    pairs = enumerate(zip(cells, widths, strict=True))
+    return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in pairs)
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = format_row(headers, widths)
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print(format_row(r, widths))
+    print()
+
+
+def report(rows: list[Row], repeats: int) -> None:
+    bg, tc = SYSTEMS
+    print(f"\nFirst call (trace), backend='eager', median of {repeats}; ratio = {bg} / {tc}")
+    print_table(
+        ["program", "graphs", bg, tc, "ratio"],
+        [
+            [r.program, str(r.graphs), ms(r.trace[bg]), ms(r.trace[tc]),
+             ratio(r.trace[bg], r.trace[tc])]
+            for r in rows
+        ],
+    )
+    print("Cache-hit overhead per call = compiled call - eager call, backend='eager'; best of 7")
+    print_table(
+        ["program", "eager call", bg, tc, "ratio"],
+        [
+            [r.program, us(r.eager_call), us(r.overhead[bg]), us(r.overhead[tc]),
+             ratio(r.overhead[bg], r.overhead[tc])]
+            for r in rows
+        ],
+    )
+    if rows and rows[0].inductor_call:
+        print("Steady-state call time, backend='inductor'; best of 7")
+        print_table(
+            ["program", "eager call", bg, tc, "ratio"],
+            [
+                [r.program, us(r.eager_call), us(r.inductor_call[bg]), us(r.inductor_call[tc]),
+                 ratio(r.inductor_call[bg], r.inductor_call[tc])]
+                for r in rows
+            ],
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--inductor", action="store_true", help="also time backend='inductor' calls"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="trace measurements per system")
+    opts = parser.parse_args()
+    print(
+        f"torch {torch.__version__}, Python {platform.python_version()}, "
+        f"{torch.get_num_threads()} threads, {platform.machine()}"
+    )
+    start = time.perf_counter()
+    warm_up()
+    rows = [measure(program, opts.repeats, opts.inductor) for program in PROGRAMS]
+    report(rows, opts.repeats)
+    print(f"total {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
