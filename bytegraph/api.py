@@ -21,6 +21,7 @@ from bytegraph import config
 from bytegraph.graph.backends import Backend, lookup_backend
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.translate.convert import convert_frame
+from bytegraph.translate.resume import FrameContext
 
 _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 
@@ -28,10 +29,19 @@ _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 class CompiledFunction:
     """A function compiled lazily, one cache entry per specialisation."""
 
-    def __init__(self, fn: types.FunctionType, backend: Backend, fullgraph: bool) -> None:
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        backend: Backend,
+        fullgraph: bool,
+        resume_cache: dict | None = None,
+    ) -> None:
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
+        # Resume functions of this function's breaks, shared by its resume functions.
+        self.resume_cache = resume_cache if resume_cache is not None else {}
+        self.context = FrameContext(fn, self._compile_related, self.resume_cache, {})
         self.entries: list[CacheEntry] = []
         self._checks: list[tuple[Callable[..., bool], Callable[..., Any]]] = []
         self._exhausted = False
@@ -44,6 +54,10 @@ class CompiledFunction:
                 return run(*args, **kwargs)
         return self._miss(args, kwargs)
 
+    def _compile_related(self, fn: types.FunctionType) -> CompiledFunction:
+        """A resume function or a callee, compiled with this function's settings."""
+        return CompiledFunction(fn, self.backend, self.fullgraph, self.resume_cache)
+
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         return self if obj is None else types.MethodType(self, obj)
 
@@ -53,7 +67,7 @@ class CompiledFunction:
         if len(self.entries) >= config.recompile_limit:
             self._give_up(args, kwargs)
             return self.fn(*args, **kwargs)
-        entry = convert_frame(self.fn, args, kwargs, self.backend, self.fullgraph)
+        entry = convert_frame(self.context, args, kwargs, self.backend, self.fullgraph)
         self.entries.insert(0, entry)
         self._checks.insert(0, (entry.guard.check, entry.run))
         return entry.run(*args, **kwargs)
@@ -71,6 +85,8 @@ class CompiledFunction:
 
     def reset(self) -> None:
         self.entries.clear()
+        self.resume_cache.clear()
+        self.context.callee_cache.clear()
         self._checks.clear()
         self._exhausted = False
 

@@ -10,6 +10,7 @@ returns.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -95,21 +96,30 @@ def transformed_code(
     compiled: Any,
     inputs: list[GraphInput],
     graph_outputs: dict[torch.fx.Node, int],
-    return_value: VariableTracker,
     side_effects: SideEffects,
+    emit_tail: Callable[[PyCodegen], None],
 ) -> types.CodeType:
-    """Code that runs the graph, rebuilds ``return_value``, replays effects."""
+    """Code that runs the graph, then whatever ``emit_tail`` emits (return or break)."""
     codegen = PyCodegen(side_effects, graph_outputs)
     if compiled is not None:
         codegen.call_graph(compiled, inputs)
-    codegen(return_value)
-    if side_effects.has_replay:
-        # Rebuild the result before replaying: a mutation must not change what was read.
-        codegen.append(bc.Instr("STORE_FAST", RETURN))
-        side_effects.replay_all(codegen)
-        codegen.append(bc.Instr("LOAD_FAST", RETURN))
-    codegen.append(bc.Instr("RETURN_VALUE"))
+    emit_tail(codegen)
     try:
         return assemble.assemble(template, codegen.instructions)
     except Exception as e:  # the bytecode package rejected what we emitted
         raise InternalError(f"assembling the transformed code failed: {e}") from e
+
+
+def emit_return(return_value: VariableTracker) -> Callable[[PyCodegen], None]:
+    """Tail of a frame that ran to its end: rebuild the result, replay, return."""
+
+    def emit(codegen: PyCodegen) -> None:
+        codegen(return_value)
+        if codegen.side_effects.has_replay:
+            # Rebuild the result before replaying: a mutation must not change what was read.
+            codegen.append(bc.Instr("STORE_FAST", RETURN))
+            codegen.side_effects.replay_all(codegen)
+            codegen.append(bc.Instr("LOAD_FAST", RETURN))
+        codegen.append(bc.Instr("RETURN_VALUE"))
+
+    return emit

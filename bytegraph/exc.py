@@ -89,6 +89,7 @@ class Unsupported(BytegraphError):
         self.kind = kind
         self.detail = detail
         self.location = location
+        self.step: int | None = None  # the root translator's step where it was raised
         super().__init__(self._message())
 
     @property
@@ -106,5 +107,6 @@ class Unsupported(BytegraphError):
             return self
         located = Unsupported(self.kind, self.detail, location)
         located.__cause__ = self.__cause__
+        located.step = self.step
         return located
 

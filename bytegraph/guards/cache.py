@@ -16,9 +16,12 @@ class CacheEntry:
     """One specialisation of a function.
 
     ``run`` is the transformed function (or the original one, when the trace
-    found nothing to compile); ``graphs`` are the GraphModules it calls.
+    found nothing to compile); ``graphs`` are the GraphModules it calls;
+    ``breaks`` the Unsupported reasons of the graph break (or whole-frame
+    fallback) this entry contains.
     """
 
     guard: GuardFunction
     run: Callable[..., Any]
     graphs: tuple[torch.fx.GraphModule, ...] = ()
+    breaks: tuple[Exception, ...] = ()

@@ -2,10 +2,12 @@
 
 ``convert_frame`` binds the call's arguments, runs the InstructionTranslator,
 compiles the graph through the backend, generates the transformed code, and
-builds the guard function. A frame whose trace records no tensor operation,
-or that hits something unsupported, gets an entry that runs the original
-function (behind the same guards), so it is never traced twice for the same
-inputs.
+builds the guard function. When the trace meets something unsupported, it
+is translated again, stopping just before that instruction to break the
+graph there (translate/resume.py). A frame whose trace records no tensor
+operation, or where no break is possible, gets an entry that runs the
+original function (behind the same guards), so it is never traced twice for
+the same inputs.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from bytegraph.codegen import transformed_code
+from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
-from bytegraph.guards.sources import ClosureCellSource
 from bytegraph.guards.cache import CacheEntry
+from bytegraph.guards.sources import ClosureCellSource
+from bytegraph.translate.resume import FrameContext, emit_break, live_roots
 from bytegraph.translate.translator import InstructionTranslator
+from bytegraph.variables.base import VariableTracker
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -33,45 +37,95 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[st
 
 
 def convert_frame(
-    fn: types.FunctionType,
+    ctx: FrameContext,
     args: tuple,
     kwargs: dict,
     backend: Backend,
     fullgraph: bool,
 ) -> CacheEntry:
+    fn = ctx.fn
+    frame_values = bind_arguments(fn, args, kwargs)
+    tx = _translator(fn, frame_values, break_at=None)
+    try:
+        tx.run()
+        return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
+    except Unsupported as reason:
+        if fullgraph:
+            raise
+        if reason.step is None:  # the trace finished but its result cannot be rebuilt
+            return _entry(fn, tx.output, fn, breaks=(reason,))
+        return _translate_with_break(ctx, frame_values, backend, reason)
+
+
+def _translate_with_break(
+    ctx: FrameContext, frame_values: dict[str, Any], backend: Backend, reason: Unsupported
+) -> Translation:
+    """Translate again, stopping before the unsupported step to break there."""
+    fn = ctx.fn
+    tx = _translator(fn, frame_values, break_at=reason.step)
+    try:
+        tx.run()
+        if tx.break_plan is None:  # the trace did not retrace the same way
+            raise reason
+        plan = tx.break_plan
+        tail = emit_break(tx, plan, ctx)
+        entry = _compile(fn, tx, backend, live_roots(plan), tail, (reason,), require_graph=False)
+    except Unsupported as refused:
+        # No break possible here: the whole frame runs as Python behind the guards seen.
+        return _entry(fn, tx.output, fn, breaks=(reason, refused))
+    return entry
+
+
+def _translator(
+    fn: types.FunctionType, frame_values: dict[str, Any], break_at: int | None
+) -> InstructionTranslator:
     output = OutputGraph()
     cells = {
         name: output.cell_for(cell, ClosureCellSource(name))
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
     }
-    tx = InstructionTranslator(
+    return InstructionTranslator(
         fn.__code__, {}, fn.__globals__, cells, output,
-        frame_values=bind_arguments(fn, args, kwargs),
+        frame_values=dict(frame_values), break_at=break_at,
     )
-    try:
-        tx.run()
-    except Unsupported:
-        if fullgraph:
-            raise
-        return _entry(fn, output, fn)
-    if output.count_calls() == 0:
-        return _entry(fn, output, fn)
-    return_value = tx.return_value
-    tensors = reachable_tensors([return_value], output.side_effects)
-    outputs = [t for t in tensors if t.source is None]
-    gm, inputs = output.finish_graph([t.node for t in outputs])
-    compiled = call_backend(backend, gm, [i.example for i in inputs])
+
+
+def _compile(
+    fn: types.FunctionType,
+    tx: InstructionTranslator,
+    backend: Backend,
+    roots: list[VariableTracker],
+    tail: Callable[[PyCodegen], None],
+    breaks: tuple[Unsupported, ...] = (),
+    require_graph: bool = True,
+) -> CacheEntry:
+    """Compile the graph and generate the code of one entry."""
+    output = tx.output
+    if output.count_calls() == 0 and require_graph:
+        return _entry(fn, output, fn, breaks=breaks)
+    compiled, inputs, gm, outputs = None, [], None, []
+    if output.count_calls():
+        tensors = reachable_tensors(roots, output.side_effects)
+        outputs = [t for t in tensors if t.source is None]
+        gm, inputs = output.finish_graph([t.node for t in outputs])
+        compiled = call_backend(backend, gm, [i.example for i in inputs])
     code = transformed_code(
         fn.__code__, compiled, inputs, {t.node: i for i, t in enumerate(outputs)},
-        return_value, output.side_effects,
+        output.side_effects, tail,
     )
-    return _entry(fn, output, _function_like(fn, code), (gm,))
+    graphs = (gm,) if gm is not None else ()
+    return _entry(fn, output, _function_like(fn, code), graphs, breaks)
 
 
 def _entry(
-    fn: types.FunctionType, output: OutputGraph, run: Callable[..., Any], graphs: tuple = ()
+    fn: types.FunctionType,
+    output: OutputGraph,
+    run: Callable[..., Any],
+    graphs: tuple = (),
+    breaks: tuple[Unsupported, ...] = (),
 ) -> CacheEntry:
-    return CacheEntry(build_guard_function(list(output.guards.values()), fn), run, graphs)
+    guard = build_guard_function(list(output.guards.values()), fn)
+    return CacheEntry(guard, run, graphs, breaks)
 
 
 def _function_like(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:

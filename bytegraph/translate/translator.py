@@ -115,7 +115,35 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
 
 
 class InstructionTranslator(InstructionTranslatorBase):
-    """The translator of the frame handed to ``compile`` (or a resume function)."""
+    """The translator of the frame handed to ``compile`` (or a resume function).
+
+    ``break_at`` is the step at which a previous attempt hit something
+    unsupported: this attempt stops just before it and plans a graph break.
+    """
+
+    def __init__(self, *args: Any, break_at: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.break_at = break_at
+        self.steps = 0
+        self.break_plan: Any = None
+
+    def step(self) -> bool:
+        if self.steps == self.break_at:
+            from bytegraph.translate.resume import plan_break
+
+            inst = self.instructions[self.instruction_pointer]
+            self.current_inst = inst
+            self.break_plan = plan_break(self, inst)
+            return False
+        self.steps += 1
+        return super().step()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Unsupported as e:
+            e.step = self.steps - 1  # the step whose instruction could not be traced
+            raise
 
 
 class InliningInstructionTranslator(InstructionTranslatorBase):

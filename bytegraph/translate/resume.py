@@ -1,0 +1,378 @@
+"""Graph breaks: compile what came before, run one instruction in Python, resume.
+
+When the translator meets something it cannot trace at instruction ``i`` of
+the frame being compiled, translation restarts and stops just before ``i``.
+The transformed code then
+
+1. calls the graph built so far,
+2. materialises the live locals into their real slots and the symbolic stack
+   into temporaries, then replays pending side effects,
+3. reloads the stack and executes instruction ``i`` itself, in Python
+   (a call of a user function whose body broke calls a compiled wrapper of it
+   instead, so the callee's tensor work is still captured),
+4. at each exit of ``i`` (the next instruction, or a jump target), moves the
+   stack into temporaries and returns ``resume(*stack, *live_locals)``.
+
+A resume function is the original code with a prologue that rebuilds the
+stack from its arguments and jumps to the exit; it is itself a compiled entry
+point with its own guards and cache, generated once per (code, exit, stack
+layout, locals). Breaks are refused, and the frame runs as plain Python,
+where the break is inside a loop (resuming would recurse once per iteration),
+inside a ``try`` (the handler would not cover the Python part), or where the
+frame owns closure cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import dis
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
+
+from bytegraph.bytecode import assemble
+from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
+from bytegraph.exc import Unsupported
+from bytegraph.variables.base import NullVariable, VariableTracker
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslator
+
+_FLAGS_DROPPED = (
+    bc.CompilerFlags.VARARGS | bc.CompilerFlags.VARKEYWORDS | bc.CompilerFlags.GENERATOR
+    | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
+)
+_CONDITIONAL_JUMPS = frozenset(
+    name for name in dis.opmap if "JUMP" in name and ("_IF_" in name)
+)
+# (pops, pushes) of the instructions a break may run in Python; others refuse.
+_STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int]]] = {
+    "CALL": lambda arg: (arg + 2, 1),
+    "CALL_FUNCTION_EX": lambda arg: (3 + (arg & 1), 1),
+    "BINARY_OP": lambda arg: (2, 1),
+    "BINARY_SUBSCR": lambda arg: (2, 1),
+    "COMPARE_OP": lambda arg: (2, 1),
+    "CONTAINS_OP": lambda arg: (2, 1),
+    "IS_OP": lambda arg: (2, 1),
+    "UNARY_NEGATIVE": lambda arg: (1, 1),
+    "UNARY_POSITIVE": lambda arg: (1, 1),
+    "UNARY_INVERT": lambda arg: (1, 1),
+    "UNARY_NOT": lambda arg: (1, 1),
+    "LOAD_ATTR": lambda arg: (1, 1),
+    "STORE_ATTR": lambda arg: (2, 0),
+    "DELETE_ATTR": lambda arg: (1, 0),
+    "STORE_SUBSCR": lambda arg: (3, 0),
+    "DELETE_SUBSCR": lambda arg: (2, 0),
+    "GET_ITER": lambda arg: (1, 1),
+    "UNPACK_SEQUENCE": lambda arg: (1, arg),
+    "FORMAT_VALUE": lambda arg: (1 + ((arg & 0x04) == 0x04), 1),
+    "BUILD_STRING": lambda arg: (arg, 1),
+}
+_JUMP_EFFECTS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    # opname family -> ((pops, pushes) falling through, (pops, pushes) jumping)
+    "POP_JUMP": ((1, 0), (1, 0)),
+    "JUMP_IF": ((1, 0), (1, 1)),
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResumeSpec:
+    """What identifies a resume function: where it continues and what it receives."""
+
+    base_code: types.CodeType
+    target: int  # instruction index in base_code
+    stack_nulls: tuple[bool, ...]  # per stack slot, bottom first: True where it is a NULL
+    local_names: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameContext:
+    """What a break needs from the compiled function it happens in."""
+
+    fn: types.FunctionType
+    compile_function: Callable[[types.FunctionType], Any]
+    resume_cache: dict[ResumeSpec, Any]
+    callee_cache: dict[types.FunctionType, Any]
+
+    def resume_function(self, spec: ResumeSpec) -> Any:
+        compiled = self.resume_cache.get(spec)
+        if compiled is None:
+            code = build_resume_code(spec)
+            fn = types.FunctionType(code, self.fn.__globals__, code.co_name, None, self.fn.__closure__)
+            compiled = self.resume_cache[spec] = self.compile_function(fn)
+        return compiled
+
+    def compiled_callee(self, fn: types.FunctionType) -> Any:
+        compiled = self.callee_cache.get(fn)
+        if compiled is None:
+            compiled = self.callee_cache[fn] = self.compile_function(fn)
+        return compiled
+
+
+# resume code -> (base code, number of prologue instructions before the base ones)
+_origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}
+
+
+def base_position(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
+    """Map an instruction of a resume function back to the original code."""
+    origin = _origins.get(code)
+    if origin is None:
+        return code, index
+    base, shift = origin
+    return base, index - shift
+
+
+def build_resume_code(spec: ResumeSpec) -> types.CodeType:
+    base = spec.base_code
+    body = list(bc.Bytecode.from_code(base))
+    target = bc.Label()
+    body.insert(_abstract_index(base, body, spec.target), target)
+    prologue: list[Any] = assemble.prologue(base)
+    for i, is_null in enumerate(spec.stack_nulls):
+        prologue.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
+    prologue.append(bc.Instr("JUMP_FORWARD", target))
+    code = bc.Bytecode(prologue + body)
+    code.name = f"__resume_{base.co_name}_at_{spec.target}"
+    if hasattr(code, "qualname"):
+        code.qualname = code.name
+    code.filename = base.co_filename
+    code.first_lineno = base.co_firstlineno
+    code.argnames = [f"___stack{i}" for i, n in enumerate(spec.stack_nulls) if not n]
+    code.argnames += list(spec.local_names)
+    code.argcount = len(code.argnames)
+    code.freevars = list(base.co_freevars)
+    code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
+    concrete = code.to_code()
+    shift = len(decode(concrete).instructions) - len(decode(base).instructions)
+    _origins[concrete] = (base, shift)
+    return concrete
+
+
+def _abstract_index(base: types.CodeType, body: list[Any], index: int) -> int:
+    """Position in ``body`` (bytecode's abstract list) of decoded instruction ``index``."""
+    decoded = decode(base).instructions
+    wanted = sum(1 for inst in decoded[:index] if inst.opname != "EXTENDED_ARG")
+    seen = 0
+    for position, item in enumerate(body):
+        if isinstance(item, bc.Instr):
+            if seen == wanted:
+                return position
+            seen += 1
+    raise Unsupported("unsupported_opcode", f"resume target {index} not found")
+
+
+# -- where a break is allowed ---------------------------------------------------
+def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
+    """Why a break at ``index`` would be unsafe, or None if it is safe."""
+    code = decoded.code
+    if code.co_cellvars:
+        return "the frame owns closure cells, which a resume function cannot share"
+    if code.co_flags & 0x20:
+        return "breaks inside generators are not supported"
+    for inst in decoded.instructions[index:]:
+        if inst.target is not None and inst.target <= index and "BACKWARD" in inst.opname:
+            return "a break inside a loop would resume once per iteration"
+    for entry in decoded.exception_table:
+        if entry.start <= index <= entry.end and not _is_with_cleanup(decoded, entry.target):
+            return "a break inside a try block: its handler would not cover the Python part"
+    return None
+
+
+def _is_with_cleanup(decoded: DecodedCode, handler: int) -> bool:
+    following = decoded.instructions[handler : handler + 3]
+    return any(inst.opname == "WITH_EXCEPT_START" for inst in following)
+
+
+@functools.cache
+def live_locals(code: types.CodeType, index: int) -> frozenset[str]:
+    """Locals that some instruction reachable from ``index`` may read."""
+    decoded = decode(code)
+    instructions = decoded.instructions
+    seen: set[int] = set()
+    work = [index]
+    names: set[str] = set()
+    while work:
+        i = work.pop()
+        if i in seen or i >= len(instructions):
+            continue
+        seen.add(i)
+        inst = instructions[i]
+        if inst.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST", "LOAD_CLOSURE"):
+            names.add(inst.argval)
+        if inst.target is not None:
+            work.append(inst.target)
+        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and not (
+            inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
+        ):
+            work.append(i + 1)
+        handler = decoded.handler_for(i)
+        if handler is not None:
+            work.append(handler.target)
+    return frozenset(names)
+
+
+# -- the code a break emits -----------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class BreakPlan:
+    """Everything the transformed code needs to run ``inst`` in Python and resume."""
+
+    inst: Instruction
+    stack: tuple[VariableTracker, ...]
+    locals: dict[str, VariableTracker | None]  # None: an argument never read, still in its slot
+    kw_names: tuple[str, ...]
+    exits: tuple[tuple[bc.Label | None, int, tuple[bool, ...]], ...]  # (label, index, nulls)
+    callee_slot: int | None  # stack slot of a user function to call compiled
+    live: dict[int, tuple[str, ...]]  # exit index -> bound locals read from there on
+
+    def needed_locals(self) -> list[str]:
+        return sorted(set().union(*self.live.values()))
+
+
+def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
+    """Check that a break before ``inst`` is safe and work out its exits."""
+    reason = refuse_reason(tx.decoded, inst.index)
+    if reason is not None:
+        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
+    stack = tuple(tx.stack)
+    nulls = tuple(isinstance(v, NullVariable) for v in stack)
+    exits = []
+    for label, target, (pops, pushes) in _exits(inst):
+        if pops > len(stack):
+            raise Unsupported("unsupported_opcode", f"{inst.opname} pops below the stack")
+        exits.append((label, target, nulls[: len(stack) - pops] + (False,) * pushes))
+    bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
+    bound.update({name: None for name in tx.frame_values if name not in bound})
+    live = {
+        target: tuple(sorted(live_locals(tx.code, target) & set(bound))) for _, target, _ in exits
+    }
+    return BreakPlan(
+        inst, stack, bound, tx.kw_names, tuple(exits), _callee_slot(inst, stack), live
+    )
+
+
+def _exits(inst: Instruction) -> list[tuple[bc.Label | None, int, tuple[int, int]]]:
+    if inst.opname in _CONDITIONAL_JUMPS:
+        family = "POP_JUMP" if inst.opname.startswith("POP_JUMP") else "JUMP_IF"
+        fall, jump = _JUMP_EFFECTS[family]
+        return [(None, inst.index + 1, fall), (bc.Label(), inst.target, jump)]
+    effect = _STACK_EFFECTS.get(inst.opname)
+    if effect is None:
+        raise Unsupported("unsupported_opcode", f"cannot break the graph at {inst.opname}")
+    return [(None, inst.index + 1, effect(inst.arg or 0))]
+
+
+def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
+    """The slot of a user function called by ``inst`` (its body is what broke)."""
+    from bytegraph.variables.functions import UserFunctionVariable
+
+    if inst.opname == "CALL":
+        slot = len(stack) - inst.arg - 2
+        if isinstance(stack[slot], NullVariable):
+            slot += 1
+    elif inst.opname == "CALL_FUNCTION_EX":
+        slot = len(stack) - 2 - (inst.arg & 1)
+    else:
+        return None
+    return slot if isinstance(stack[slot], UserFunctionVariable) else None
+
+
+def live_roots(plan: BreakPlan) -> list[VariableTracker]:
+    """The VTs the generated code will rebuild (their tensors become graph outputs)."""
+    roots = [v for v in plan.stack if not isinstance(v, NullVariable)]
+    locals_ = (plan.locals[name] for name in plan.needed_locals())
+    return roots + [vt for vt in locals_ if vt is not None]
+
+
+def emit_break(
+    tx: InstructionTranslator, plan: BreakPlan, ctx: FrameContext
+) -> Callable[[PyCodegen], None]:
+    """The tail of the transformed code for a break described by ``plan``."""
+
+    def emit(codegen: PyCodegen) -> None:
+        # Rebuild every value first, store afterwards: a store must not change what
+        # a later rebuild reads (``x, y = y, x`` before the break).
+        targets = []
+        for i, vt in enumerate(plan.stack):
+            if isinstance(vt, NullVariable):
+                continue
+            if i == plan.callee_slot:
+                codegen.load_const(ctx.compiled_callee(vt.fn))
+            else:
+                codegen(vt)
+            targets.append(f"___stack{i}")
+        for name in plan.needed_locals():
+            vt = plan.locals[name]
+            if vt is not None and not _is_own_slot(vt, name):
+                codegen(vt)
+                targets.append(name)
+        codegen.append(*(bc.Instr("STORE_FAST", t) for t in reversed(targets)))
+        codegen.side_effects.replay_all(codegen)
+        for i, vt in enumerate(plan.stack):
+            is_null = isinstance(vt, NullVariable)
+            codegen.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
+        _emit_instruction(codegen, plan)
+        for label, target, nulls in plan.exits:
+            if label is not None:
+                codegen.append(label)
+            base, base_target = base_position(tx.code, target)
+            spec = ResumeSpec(base, base_target, nulls, plan.live[target])
+            _emit_resume_call(codegen, ctx.resume_function(spec), nulls, plan.live[target])
+
+    return emit
+
+
+def _is_own_slot(vt: VariableTracker, name: str) -> bool:
+    from bytegraph.guards.sources import LocalSource
+
+    return vt.source == LocalSource(name)
+
+
+def _emit_instruction(codegen: PyCodegen, plan: BreakPlan) -> None:
+    inst = plan.inst
+    name = inst.opname
+    if name == "CALL":
+        if plan.kw_names:
+            codegen.append(bc.Instr("KW_NAMES", plan.kw_names))
+        codegen.append(*assemble.call(inst.arg))
+        return
+    label = next((label for label, _, _ in plan.exits if label is not None), None)
+    if label is not None:
+        codegen.append(bc.Instr(name, label))
+        return
+    codegen.append(bc.Instr(name, _abstract_arg(inst)))
+
+
+def _abstract_arg(inst: Instruction) -> Any:
+    """The ``bytecode`` package's form of a decoded instruction's argument."""
+    opcode = inst.opcode
+    if opcode == dis.opmap.get("BINARY_OP"):
+        return bc.BinaryOp(inst.arg)
+    if opcode in dis.hascompare:
+        return bc.Compare(inst.arg)
+    if opcode in dis.hasconst or opcode in dis.hasname or opcode in dis.haslocal:
+        return inst.argval
+    return inst.arg if inst.arg is not None else bc.UNSET
+
+
+_NOOP = lambda: None  # noqa: E731  (called only to consume a NULL stack slot)
+
+
+def _emit_resume_call(
+    codegen: PyCodegen, resume: Any, nulls: tuple[bool, ...], names: tuple[str, ...]
+) -> None:
+    """Move the stack into temporaries, then ``return resume(*stack, *locals)``."""
+    for i in reversed(range(len(nulls))):
+        if nulls[i]:  # a NULL can only be consumed by a call: call a no-op on it
+            codegen.load_const(_NOOP)
+            codegen.append(*assemble.call(0), bc.Instr("POP_TOP"))
+        else:
+            codegen.append(bc.Instr("STORE_FAST", f"___exit{i}"))
+    codegen.append(*assemble.push_null())
+    codegen.load_const(resume)
+    args = [f"___exit{i}" for i, null in enumerate(nulls) if not null] + list(names)
+    codegen.append(*(bc.Instr("LOAD_FAST", a) for a in args))
+    codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
