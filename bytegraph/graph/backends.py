@@ -26,8 +26,8 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., 
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    from torch._functorch.aot_autograd import aot_module_simplified
     from torch._functorch._aot_autograd.utils import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
 
     def no_compiler(graph: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
         return make_boxed_func(graph.forward)
@@ -50,17 +50,21 @@ def lookup_backend(backend: str | Backend) -> Backend:
         if backend not in BACKENDS:
             known = ", ".join(sorted(BACKENDS))
             raise ValueError(
-                f"unknown backend {backend!r}: use one of {known}, or pass a callable(gm, example_inputs)"
+                f"unknown backend {backend!r}: use one of {known}, "
+                "or pass a callable(gm, example_inputs)"
             )
         return BACKENDS[backend]
     if not callable(backend):
         raise TypeError(
-            f"backend must be a name or a callable(gm, example_inputs), not {type(backend).__name__}"
+            "backend must be a name or a callable(gm, example_inputs), "
+            f"not {type(backend).__name__}"
         )
     return backend
 
 
-def call_backend(backend: Backend, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+def call_backend(
+    backend: Backend, gm: torch.fx.GraphModule, example_inputs: list[Any]
+) -> Callable[..., Any]:
     name = getattr(backend, "__name__", type(backend).__name__)
     try:
         compiled = backend(gm, example_inputs)

@@ -65,13 +65,24 @@ _memo: dict[tuple, Any] = {}
 
 
 def to_meta(real: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with ``real``'s metadata (a leaf, like a graph input)."""
+    """A meta tensor with ``real``'s metadata, a leaf exactly when ``real`` is one."""
+    if real.requires_grad and not real.is_leaf:
+        return _non_leaf_meta(real)
     t = torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device=META)
     if real.storage_offset():
         t = t.as_strided(real.shape, real.stride(), real.storage_offset())
     if real.requires_grad:
         t.requires_grad_()
     return t
+
+
+def _non_leaf_meta(real: torch.Tensor) -> torch.Tensor:
+    # A strided view of a cloned buffer: not a leaf (so in-place ops stay legal,
+    # as they are on ``real``), with ``real``'s exact strides and offset.
+    extent = sum((n - 1) * s for n, s in zip(real.shape, real.stride()) if n > 0)
+    size = real.storage_offset() + extent + 1 if real.numel() else 0
+    buffer = torch.empty(size, dtype=real.dtype, device=META, requires_grad=True).clone()
+    return buffer.as_strided(real.shape, real.stride(), real.storage_offset())
 
 
 def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:

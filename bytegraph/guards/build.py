@@ -63,6 +63,9 @@ class GuardFunctionBuilder:
         raise ValueError(f"unknown guard kind {kind}")
 
     def _tensor(self, e: str, snap: TensorSnapshot) -> list[str]:
+        # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
+        # a tensor that does not require grad is always a leaf, so only then is it checked.
+        leaf = [f"{e}.is_leaf is {snap.is_leaf!r}"] if snap.requires_grad else []
         return [
             f"type({e}) is {self.const(snap.tensor_type)}",
             f"{e}.dtype is {self.const(snap.dtype)}",
@@ -70,6 +73,7 @@ class GuardFunctionBuilder:
             f"{e}.shape == {snap.shape!r}",
             f"{e}.stride() == {snap.stride!r}",
             f"{e}.requires_grad is {snap.requires_grad!r}",
+            *leaf,
         ]
 
     def add_global_state(self) -> None:
@@ -99,7 +103,9 @@ class GuardFunction:
     def first_failure(self, args: tuple, kwargs: dict) -> str | None:
         """The text of the first guard that fails for this call, or None."""
         if self._first_failure is None:
-            lines = [f"    ___i = {i}\n    if not ({p}): return ___i" for i, p in enumerate(self.parts)]
+            lines = [
+                f"    ___i = {i}\n    if not ({p}): return ___i" for i, p in enumerate(self.parts)
+            ]
             self._first_failure = self._make("\n".join(lines) + "\n    return -1", "___i")
         index = self._first_failure(*args, **kwargs)
         return None if index < 0 else self.describe(self.parts[index])

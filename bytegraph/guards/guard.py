@@ -12,7 +12,7 @@ from bytegraph.guards.sources import Source
 
 
 class GuardKind(enum.Enum):
-    TENSOR_MATCH = "tensor_match"  # type, dtype, device, shape, stride, requires_grad
+    TENSOR_MATCH = "tensor_match"  # type, dtype, device, shape, stride, requires_grad, is_leaf
     CONSTANT_MATCH = "constant_match"  # exact type and equal value
     ID_MATCH = "id_match"  # the very same object
     TYPE_MATCH = "type_match"  # exact type
@@ -32,11 +32,13 @@ class TensorSnapshot:
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     requires_grad: bool
+    is_leaf: bool  # only ever False when requires_grad is True
 
     @staticmethod
     def of(t: torch.Tensor) -> TensorSnapshot:
         return TensorSnapshot(
-            type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad
+            type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad,
+            t.is_leaf,
         )
 
 

@@ -111,8 +111,8 @@ def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
         return ConstantVariable(t.device.type == "cuda")
     if name in ("dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized"):
         return ConstantVariable(getattr(example, name))
-    if name == "is_leaf":
-        return ConstantVariable(t.source is not None or not example.requires_grad)
+    if name == "is_leaf":  # inputs' meta tensors mirror (and guard) the real leafness
+        return ConstantVariable(example.is_leaf)
     return None
 
 
@@ -133,7 +133,11 @@ def _fold_method(
         return None
     const_args = [a.as_python_constant() for a in args]
     const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
-    result = getattr(t.example, name)(*const_args, **const_kwargs)
+    try:
+        result = getattr(t.example, name)(*const_args, **const_kwargs)
+    except Exception as e:  # x.size(5) on a matrix: raises in eager too, so run it there
+        detail = f"Tensor.{name} raised {type(e).__name__}: {e}"
+        raise Unsupported("unsupported_value", detail) from e
     if isinstance(result, torch.Size):
         return SizeVariable.of(result)
     if isinstance(result, tuple):
@@ -156,8 +160,8 @@ def tensor_op(
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
     devices: list[torch.device] = []
-    graph_args, meta_args = _lower(tuple(args), devices)
-    graph_kwargs, meta_kwargs = _lower(kwargs, devices)
+    graph_args, meta_args = _lower(tx, tuple(args), devices)
+    graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
     example = metadata.run(kind, target, meta_args, meta_kwargs)
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
     example = _copy_if_moved(example, args, device)
@@ -173,7 +177,9 @@ def _copy_if_moved(example: Any, args: list[VariableTracker], device: torch.devi
     return example
 
 
-def _lower(value: Any, devices: list[torch.device]) -> tuple[Any, Any]:
+def _lower(
+    tx: InstructionTranslatorBase, value: Any, devices: list[torch.device]
+) -> tuple[Any, Any]:
     """Map VTs inside ``value`` to (fx argument, meta argument) pairs."""
     if isinstance(value, TensorVariable):
         devices.append(value.device)
@@ -182,7 +188,8 @@ def _lower(value: Any, devices: list[torch.device]) -> tuple[Any, Any]:
         from bytegraph.variables.containers import BaseSequenceVariable
 
         if isinstance(value, BaseSequenceVariable):
-            graph, meta = _lower(tuple(value.items), devices)
+            # items_now: a list's contents may have changed since it was built.
+            graph, meta = _lower(tx, tuple(value.items_now(tx)), devices)
             container = list if value.python_type() is list else tuple
             return container(graph), container(meta)
         constant = value.as_python_constant()
@@ -190,10 +197,10 @@ def _lower(value: Any, devices: list[torch.device]) -> tuple[Any, Any]:
             raise Unsupported("unsupported_value", f"{value} as an argument of a tensor op")
         return constant, constant
     if isinstance(value, tuple):
-        pairs = [_lower(v, devices) for v in value]
+        pairs = [_lower(tx, v, devices) for v in value]
         return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
     if isinstance(value, dict):
-        pairs_by_key = {k: _lower(v, devices) for k, v in value.items()}
+        pairs_by_key = {k: _lower(tx, v, devices) for k, v in value.items()}
         return (
             {k: p[0] for k, p in pairs_by_key.items()},
             {k: p[1] for k, p in pairs_by_key.items()},

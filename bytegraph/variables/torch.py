@@ -103,7 +103,15 @@ class TorchFunctionVariable(VariableTracker):
         if self.value in _CONSTANT_CONSTRUCTORS:
             consts = [a.as_python_constant() for a in args]
             const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
-            return wrap_constant_result(self.value(*consts, **const_kwargs))
+            try:
+                result = self.value(*consts, **const_kwargs)
+            except Exception as e:  # torch.device("nope"): let eager raise it
+                raise Unsupported(
+                    "unsupported_value", f"{self.value.__name__} raised {type(e).__name__}: {e}"
+                ) from e
+            if isinstance(result, (torch.finfo, torch.iinfo)):  # immutable; attributes fold
+                return ConstantVariable(result)
+            return wrap_constant_result(result)
         return tensor_op(tx, "call_function", self.value, args, kwargs)
 
     def __repr__(self) -> str:
