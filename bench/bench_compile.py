@@ -155,12 +155,22 @@ def median_trace_times(program: Program, args: tuple, repeats: int) -> dict[str,
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
-def per_call_time(fn: Callable[..., Any], args: tuple, budget_s: float = 0.25) -> float:
-    """Best per-call seconds over 7 repeats, each sized to take about budget_s / 7."""
-    timer = timeit.Timer(lambda: fn(*args))
-    number, elapsed = timer.autorange()
-    number = max(1, int(number * budget_s / 7 / max(elapsed, 1e-9)))
-    return min(timer.repeat(repeat=7, number=number)) / number
+def per_call_times(fns: dict[str, Callable[..., Any]], args: tuple) -> dict[str, float]:
+    """Best per-call seconds of each function over 7 rounds.
+
+    Each round times every function once, in turn, for about 35 ms, so a burst
+    of load on a shared machine hits all of them alike rather than one.
+    """
+    timers = {name: timeit.Timer(lambda fn=fn: fn(*args)) for name, fn in fns.items()}
+    numbers = {}
+    for name, timer in timers.items():
+        number, elapsed = timer.autorange()
+        numbers[name] = max(1, int(number * 0.035 / max(elapsed, 1e-9)))
+    best = {name: float("inf") for name in fns}
+    for _ in range(7):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(numbers[name]) / numbers[name])
+    return best
 
 
 def check_same(program: Program, args: tuple, compiled: Callable[..., Any], system: str) -> None:
@@ -191,15 +201,16 @@ def measure(program: Program, repeats: int, inductor: bool) -> Row:
     compiled = {name: system.fresh(program.fn, "eager") for name, system in SYSTEMS.items()}
     for name, fn in compiled.items():
         check_same(program, args, fn, name)
-    eager_call = per_call_time(program.fn, args)
-    overhead = {name: per_call_time(fn, args) - eager_call for name, fn in compiled.items()}
+    times = per_call_times({"eager": program.fn, **compiled}, args)
+    eager_call = times.pop("eager")
+    overhead = {name: t - eager_call for name, t in times.items()}
     graphs = bytegraph_graph_count(compiled["bytegraph"])
     row = Row(program.name, trace, eager_call, overhead, graphs)
     if inductor:
         for name, system in SYSTEMS.items():
-            fn = system.fresh(program.fn, "inductor")
-            check_same(program, args, fn, name)
-            row.inductor_call[name] = per_call_time(fn, args)
+            compiled[name] = system.fresh(program.fn, "inductor")
+            check_same(program, args, compiled[name], name)
+        row.inductor_call = per_call_times(compiled, args)
     return row
 
 
@@ -281,7 +292,12 @@ def main() -> None:
         "--inductor", action="store_true", help="also time backend='inductor' calls"
     )
     parser.add_argument("--repeats", type=int, default=5, help="trace measurements per system")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch intra-op threads (1: small kernels time steadily on a loaded machine)",
+    )
     opts = parser.parse_args()
+    torch.set_num_threads(opts.threads)
     print(
         f"torch {torch.__version__}, Python {platform.python_version()}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}"

@@ -213,7 +213,7 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cold-runs", type=int, default=3, help="fresh subprocesses per system")
+    parser.add_argument("--cold-runs", type=int, default=5, help="fresh subprocesses per system")
     parser.add_argument("--cold", choices=["meta", "fake"], help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.cold:
