@@ -150,9 +150,12 @@ class Differential:
     ) -> Any:
         """Call both on clones of ``args``; assert equal results, inputs and aliasing."""
         kwargs = kwargs or {}
+        seed = int(torch.randint(0, 2**31, ()))  # both runs draw the same random numbers
         eager_args, eager_kwargs = clone_value((args, kwargs))
+        torch.manual_seed(seed)
         expected = fn(*eager_args, **eager_kwargs)
         compiled_args, compiled_kwargs = clone_value((args, kwargs))
+        torch.manual_seed(seed)
         actual = compiled(*compiled_args, **compiled_kwargs)
         if exact:
             assert_same_value(actual, expected)

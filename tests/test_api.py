@@ -257,3 +257,19 @@ def test_compiled_function_keeps_signature_and_defaults(differential, counting_b
     differential.check(f, compiled, (x,), {"scale": 0.5})
     differential.check(f, compiled, (x,), {"y": y, "scale": 0.5})
     assert counting_backend.calls == 4  # {y None, y tensor} x {scale 2.0, scale 0.5}
+
+
+def test_varargs_and_varkw_signatures(differential, counting_backend) -> None:
+    def f(x, /, *rest, scale=1.0, **extra):
+        out = x * scale
+        for_sum = rest[0] + rest[-1] if rest else x
+        return out + for_sum + extra.get("bias", 0), len(rest), sorted(extra)
+
+    compiled = differential.compile(f)
+    x, y, z = torch.randn(3), torch.randn(3), torch.randn(3)
+    differential.check(f, compiled, (x, y, z))
+    differential.check(f, compiled, (x, y, z), {"scale": 2.0, "bias": torch.ones(3)})
+    differential.check(f, compiled, (x,), {"bias": 1.5})
+    differential.check(f, compiled, (x, y, z))  # the first entry again
+    assert counting_backend.calls == 3
+    assert all(len(e.graphs) == 1 for e in compiled.entries)

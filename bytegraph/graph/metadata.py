@@ -15,8 +15,9 @@ repeats the same ops on the same shapes layer after layer. What meta gets
 wrong, and how it is covered: the device (tracked beside, by the rules in
 ``result_device``); ops without a meta kernel and data-dependent output shapes
 (they raise, and the trace breaks there); aliasing between memoized outputs
-and their inputs (a memo hit returns a fresh tensor, so in-place ops on views
-never take the memo: ops that mutate are never memoized).
+and their inputs (a memo hit returns a fresh tensor, so neither ops that
+mutate nor ops whose results are views are memoized: an in-place op on a view
+must reach its base, e.g. to make the base require grad).
 """
 
 from __future__ import annotations
@@ -44,20 +45,23 @@ class TensorSpec:
     storage_offset: int
     dtype: torch.dtype
     requires_grad: bool
+    is_leaf: bool  # torch.zeros(3, requires_grad=True) is a leaf that requires grad
 
     def build(self) -> torch.Tensor:
         t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=META)
         if self.storage_offset:
             t = t.as_strided(self.shape, self.stride, self.storage_offset)
         if self.requires_grad:
-            # A result of an op is not a leaf; clone keeps later in-place ops legal.
-            t = t.requires_grad_().clone()
+            t.requires_grad_()
+            if not self.is_leaf:  # clone: not a leaf, so later in-place ops stay legal
+                t = t.clone()
         return t
 
 
 def spec_of(t: torch.Tensor) -> TensorSpec:
     return TensorSpec(
-        tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.requires_grad
+        tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.requires_grad,
+        t.is_leaf,
     )
 
 
@@ -155,10 +159,12 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
 
 
 def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
-    """Memoize only results made of new tensors (not inputs returned as-is)."""
+    """Memoize only results made of new tensors (not inputs returned as-is, not views)."""
     inputs = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
     leaves = pytree.tree_leaves(result)
-    return all(isinstance(t, torch.Tensor) and id(t) not in inputs for t in leaves)
+    return all(
+        isinstance(t, torch.Tensor) and id(t) not in inputs and not t._is_view() for t in leaves
+    )
 
 
 def result_device(

@@ -718,3 +718,49 @@ def lists_built_by_extension(xs, y):
     parts = [*xs, y]
     dims = [0, *range(1, 2)]
     return torch.cat(parts), torch.cat([y, *xs], dim=dims[0]), y.permute(*[1, 0]), len(parts)
+
+
+@program(lambda: (randn(4, 8),))
+def random_ops(x):
+    # Differential.check seeds the generator before each run, so eager and compiled
+    # draw the same numbers: random ops must run at call time, never fold at trace time.
+    dropped = F.dropout(x, p=0.5, training=True)
+    return dropped, torch.rand_like(x), torch.randn(2, 3), x.sigmoid().bernoulli()
+
+
+@program(lambda: (randn(3), randn(3), torch.empty(3)))
+def out_keyword_writes_into_input(x, y, out):
+    r = torch.add(x, y, out=out)
+    return r, out * 2
+
+
+@program(lambda: (randn(3, 4),))
+def inplace_on_view_of_input(x):
+    v = x.view(-1)
+    v.add_(1)
+    x[0].mul_(2)
+    return x * 1, v.shape
+
+
+@program(lambda: (randn(3, 4), randn(2)))
+def inplace_metadata_changes(x, y):
+    x.t_()
+    y.unsqueeze_(0)
+    return x.shape, y.shape, x * 2, y + 1
+
+
+@program(lambda: (randn(2, 6), torch.Size([3, 4]), (1, 0), torch.float64, "sum", None))
+def constant_args_of_many_types(x, shape, dims, dtype, reduction, bias):
+    y = x.reshape(shape).permute(dims).to(dtype)
+    z = F.linear(x, torch.ones(1, 6), bias)
+    return y, F.mse_loss(x, x * 0.5, reduction=reduction), z, shape[0], dims
+
+
+@program(lambda: (randn(3), randn(3).requires_grad_()))
+def inplace_on_view_makes_base_require_grad(x, w):
+    first = x.view(-1) * 1  # the same view op again below: its metadata may be memoized
+    v = x.view(-1)
+    v.mul_(w)
+    z = torch.zeros(3, requires_grad=True)
+    again = torch.zeros(3, requires_grad=True)
+    return first, x.requires_grad, x.is_leaf, v.requires_grad, z.is_leaf, again.is_leaf, x * 2

@@ -33,6 +33,13 @@ def test_program_matches_eager_in_one_graph(prog: Program, differential, countin
     assert len(compiled.entries) == 1
 
 
+@pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.name)
+def test_program_compiles_with_fullgraph(prog: Program, differential) -> None:
+    """No graph break anywhere: one graph could also come from a break at the last line."""
+    compiled = differential.compile(prog.fn, backend="eager", fullgraph=True)
+    differential.check(prog.fn, compiled, prog.make_inputs())
+
+
 def test_seed_example_graph_is_add_then_mul(differential, counting_backend) -> None:
     def f(x, y):
         z = x + y
