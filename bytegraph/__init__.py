@@ -34,17 +34,28 @@ from bytegraph.bytecode.compat import check_supported as _check_supported
 
 _check_supported()
 
-from bytegraph import config  # noqa: E402
+from bytegraph import config, logs  # noqa: E402
 from bytegraph.api import compile, reset  # noqa: E402
 from bytegraph.exc import BytegraphError, InternalError, Unsupported  # noqa: E402
+from bytegraph.explain import explain  # noqa: E402
 from bytegraph.graph.backends import BackendError  # noqa: E402
+from bytegraph.logs import set_logs  # noqa: E402
+from bytegraph.markers import allow_in_graph, disable, disallow_in_graph, graph_break  # noqa: E402
+
+logs.configure_from_environment()
 
 __all__ = [
     "BackendError",
     "BytegraphError",
     "InternalError",
     "Unsupported",
+    "allow_in_graph",
     "compile",
     "config",
+    "disable",
+    "disallow_in_graph",
+    "explain",
+    "graph_break",
     "reset",
+    "set_logs",
 ]

@@ -8,7 +8,9 @@ with one warning naming the guard that kept failing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import time
 import types
 import warnings
 import weakref
@@ -17,9 +19,10 @@ from typing import Any
 
 import torch
 
-from bytegraph import config
+from bytegraph import config, logs
 from bytegraph.graph.backends import Backend, lookup_backend
 from bytegraph.guards.cache import CacheEntry
+from bytegraph.markers import is_disabled
 from bytegraph.translate.convert import convert_frame
 from bytegraph.translate.resume import FrameContext
 
@@ -67,14 +70,23 @@ class CompiledFunction:
         if len(self.entries) >= config.recompile_limit:
             self._give_up(args, kwargs)
             return self.fn(*args, **kwargs)
+        if self.entries and logs.enabled("recompiles"):
+            failed = self.entries[0].guard.explain_failure(args, kwargs)
+            logs.get_logger("recompiles").info(
+                "recompiling %s (%s:%d): guard failed: %s",
+                self.fn.__qualname__, self.fn.__code__.co_filename,
+                self.fn.__code__.co_firstlineno, failed,
+            )
+        started = time.perf_counter()
         entry = convert_frame(self.context, args, kwargs, self.backend, self.fullgraph)
+        entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
         self.entries.insert(0, entry)
         self._checks.insert(0, (entry.guard.check, entry.run))
         return entry.run(*args, **kwargs)
 
     def _give_up(self, args: tuple, kwargs: dict) -> None:
         self._exhausted = True
-        failed = self.entries[0].guard.first_failure(args, kwargs)
+        failed = self.entries[0].guard.explain_failure(args, kwargs)
         code = self.fn.__code__
         warnings.warn(
             f"bytegraph: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) hit "
@@ -111,6 +123,8 @@ def compile(
 ) -> Any:
     """Compile a function or nn.Module; usable as a decorator, bare or with arguments."""
     backend_fn = lookup_backend(backend)
+    if model is not None and is_disabled(model):
+        return model
     if model is None:
         return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph)
     if isinstance(model, torch.nn.Module):

@@ -75,38 +75,58 @@ BREAK_KINDS: dict[str, BreakKind] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class UserFrame:
+    """One frame of user code: where a break happened, or a caller that inlined it."""
+
+    filename: str
+    lineno: int | None
+    name: str
+    source_line: str
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno} in {self.name}"
+        return f"{where}\n    {self.source_line}" if self.source_line else where
+
+
 class Unsupported(BytegraphError):
     """The translator cannot put something into a graph.
 
     ``kind`` names an entry of ``BREAK_KINDS``; ``detail`` says what exactly.
-    ``location`` is filled in by the translator with the user's file:line and
-    the source line, so the message points at user code.
+    ``frames`` is filled in by the translator: the user's frame where it
+    happened first, then each caller that inlined it, so the message points
+    at user code.
     """
 
-    def __init__(self, kind: str, detail: str, location: str = "") -> None:
+    def __init__(self, kind: str, detail: str, frames: tuple[UserFrame, ...] = ()) -> None:
         if kind not in BREAK_KINDS:
             raise InternalError(f"unknown graph-break kind {kind!r}")
         self.kind = kind
         self.detail = detail
-        self.location = location
+        self.frames = frames
         self.step: int | None = None  # the root translator's step where it was raised
+        self.index: int | None = None  # and the index of its instruction there
         super().__init__(self._message())
 
     @property
     def hint(self) -> str:
         return BREAK_KINDS[self.kind].hint
 
+    @property
+    def location(self) -> str:
+        return "\n  inlined from ".join(str(f) for f in self.frames)
+
     def _message(self) -> str:
         text = f"{self.detail} ({BREAK_KINDS[self.kind].explanation})"
-        if self.location:
+        if self.frames:
             text += f"\n  at {self.location}"
         return text + f"\n  hint: {self.hint}"
 
-    def with_location(self, location: str) -> Unsupported:
-        if self.location:
+    def with_frames(self, frames: tuple[UserFrame, ...]) -> Unsupported:
+        if self.frames:
             return self
-        located = Unsupported(self.kind, self.detail, location)
+        located = Unsupported(self.kind, self.detail, frames)
         located.__cause__ = self.__cause__
         located.step = self.step
+        located.index = self.index
         return located
-

@@ -9,6 +9,7 @@ closure constants. Why a guard failed is worked out only on demand
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 import types
@@ -58,6 +59,8 @@ class GuardFunctionBuilder:
             return [f"type({e}) is {self.const(cls)}", f"tuple({e}) == {self.const(keys)}"]
         if kind is GuardKind.SAME_OBJECT:
             return [f"{e} is {expected.expr()}"]
+        if kind is GuardKind.DISTINCT:
+            return [f"{e} is not {other.expr()}" for other in expected]
         if kind is GuardKind.GLOBAL_ABSENT:
             return [f"{guard.source.name!r} not in ___G"]
         raise ValueError(f"unknown guard kind {kind}")
@@ -92,7 +95,7 @@ class GuardFunction:
         check: Callable[..., bool],
         parts: list[str],
         constants: list[Any],
-        make: Callable[[str, str], Callable[..., Any]],
+        make: Callable[[str, str | None], Callable[..., Any]],
     ) -> None:
         self.check = check
         self.parts = parts
@@ -109,6 +112,26 @@ class GuardFunction:
             self._first_failure = self._make("\n".join(lines) + "\n    return -1", "___i")
         index = self._first_failure(*args, **kwargs)
         return None if index < 0 else self.describe(self.parts[index])
+
+    def failing_value(self, part: str, args: tuple, kwargs: dict) -> str:
+        """The value the left side of a failed guard had on this call, as text."""
+        tree = ast.parse(part, mode="eval").body
+        subject = tree.left if isinstance(tree, ast.Compare) else tree
+        probe = self._make(f"    return {ast.unparse(subject)}", None)
+        try:
+            return repr(probe(*args, **kwargs))
+        except Exception as e:  # the expression itself raised: say how
+            return f"<{type(e).__name__}: {e}>"
+
+    def explain_failure(self, args: tuple, kwargs: dict) -> str | None:
+        """``guard  (value: v)`` for the first guard this call fails, or None."""
+        if self._first_failure is None:
+            self.first_failure(args, kwargs)
+        index = self._first_failure(*args, **kwargs)
+        if index < 0:
+            return None
+        part = self.parts[index]
+        return f"{self.describe(part)}  (value: {self.failing_value(part, args, kwargs)})"
 
     def describe(self, part: str) -> str:
         """A guard expression with its constants written out."""
@@ -147,7 +170,7 @@ def build_guard_function(
 
 def _maker(
     fn: types.FunctionType, constants: list[Any]
-) -> Callable[[str, str], Callable[..., Any]]:
+) -> Callable[[str, str | None], Callable[..., Any]]:
     code = fn.__code__
     signature = _signature_text(code)
     cells = {
@@ -160,14 +183,14 @@ def _maker(
     if isinstance(f_builtins, types.ModuleType):
         f_builtins = f_builtins.__dict__
 
-    def make(body: str, on_error: str) -> Callable[..., Any]:
+    def make(body: str, on_error: str | None) -> Callable[..., Any]:
         # A guard whose expression raises (a missing attribute, say) has failed.
         indented = body.replace("\n", "\n  ")
         source = (
             f"def ___make({', '.join(outer)}):\n"
             f"  def ___guard({signature}):\n"
             f"    try:\n  {indented}\n"
-            f"    except Exception:\n      return {on_error}\n"
+            f"    except Exception:\n      {'raise' if on_error is None else 'return ' + on_error}\n"
             f"  return ___guard\n"
         )
         namespace: dict[str, Any] = {}

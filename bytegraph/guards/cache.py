@@ -25,3 +25,4 @@ class CacheEntry:
     run: Callable[..., Any]
     graphs: tuple[torch.fx.GraphModule, ...] = ()
     breaks: tuple[Exception, ...] = ()
+    compile_seconds: float = 0.0  # tracing, backend and codegen of this entry

@@ -12,11 +12,13 @@ the same inputs.
 
 from __future__ import annotations
 
+import dis
 import inspect
 import types
 from collections.abc import Callable
 from typing import Any
 
+from bytegraph import logs
 from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
@@ -24,7 +26,8 @@ from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
-from bytegraph.translate.resume import FrameContext, emit_break, live_roots
+from bytegraph.bytecode.instructions import decode
+from bytegraph.translate.resume import FrameContext, emit_break, enclosing_loop, live_roots
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 
@@ -45,7 +48,7 @@ def convert_frame(
 ) -> CacheEntry:
     fn = ctx.fn
     frame_values = bind_arguments(fn, args, kwargs)
-    tx = _translator(fn, frame_values, break_at=None)
+    tx = _translator(fn, frame_values)
     try:
         tx.run()
         return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
@@ -62,7 +65,11 @@ def _translate_with_break(
 ) -> Translation:
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
-    tx = _translator(fn, frame_values, break_at=reason.step)
+    loop = enclosing_loop(decode(fn.__code__), reason.index)
+    if loop is not None:
+        tx = _translator(fn, frame_values, break_loop=loop)
+    else:
+        tx = _translator(fn, frame_values, break_at=reason.step)
     try:
         tx.run()
         if tx.break_plan is None:  # the trace did not retrace the same way
@@ -72,12 +79,23 @@ def _translate_with_break(
         entry = _compile(fn, tx, backend, live_roots(plan), tail, (reason,), require_graph=False)
     except Unsupported as refused:
         # No break possible here: the whole frame runs as Python behind the guards seen.
+        _log_break(fn, reason, refused)
         return _entry(fn, tx.output, fn, breaks=(reason, refused))
+    _log_break(fn, reason, None)
     return entry
 
 
+def _log_break(fn: types.FunctionType, reason: Unsupported, refused: Unsupported | None) -> None:
+    if not logs.enabled("graph_breaks"):
+        return
+    outcome = (
+        f"the whole frame runs as Python: {refused.detail}" if refused else "graph break"
+    )
+    logs.get_logger("graph_breaks").info("%s in %s: %s", outcome, fn.__qualname__, reason)
+
+
 def _translator(
-    fn: types.FunctionType, frame_values: dict[str, Any], break_at: int | None
+    fn: types.FunctionType, frame_values: dict[str, Any], **break_point: Any
 ) -> InstructionTranslator:
     output = OutputGraph()
     cells = {
@@ -86,7 +104,7 @@ def _translator(
     }
     return InstructionTranslator(
         fn.__code__, {}, fn.__globals__, cells, output,
-        frame_values=dict(frame_values), break_at=break_at,
+        frame_values=dict(frame_values), **break_point,
     )
 
 
@@ -108,11 +126,19 @@ def _compile(
         tensors = reachable_tensors(roots, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
+        if logs.enabled("graph_code"):
+            logs.get_logger("graph_code").info(
+                "graph of %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False)
+            )
         compiled = call_backend(backend, gm, [i.example for i in inputs])
     code = transformed_code(
         fn.__code__, compiled, inputs, {t.node: i for i, t in enumerate(outputs)},
         output.side_effects, tail,
     )
+    if logs.enabled("output_code"):
+        logs.get_logger("output_code").info(
+            "transformed code of %s:\n%s", fn.__qualname__, dis.Bytecode(code).dis()
+        )
     graphs = (gm,) if gm is not None else ()
     return _entry(fn, output, _function_like(fn, code), graphs, breaks)
 
@@ -125,6 +151,8 @@ def _entry(
     breaks: tuple[Unsupported, ...] = (),
 ) -> CacheEntry:
     guard = build_guard_function(list(output.guards.values()), fn)
+    if logs.enabled("guards"):
+        logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)
     return CacheEntry(guard, run, graphs, breaks)
 
 

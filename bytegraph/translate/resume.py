@@ -136,9 +136,10 @@ def build_resume_code(spec: ResumeSpec) -> types.CodeType:
         prologue.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
     prologue.append(bc.Instr("JUMP_FORWARD", target))
     code = bc.Bytecode(prologue + body)
-    code.name = f"__resume_{base.co_name}_at_{spec.target}"
+    # The user's name, so tracebacks and break reports read as the original function.
+    code.name = base.co_name
     if hasattr(code, "qualname"):
-        code.qualname = code.name
+        code.qualname = f"{base.co_qualname}.<resume at {spec.target}>"
     code.filename = base.co_filename
     code.first_lineno = base.co_firstlineno
     code.argnames = [f"___stack{i}" for i, n in enumerate(spec.stack_nulls) if not n]
@@ -173,13 +174,26 @@ def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
         return "the frame owns closure cells, which a resume function cannot share"
     if code.co_flags & 0x20:
         return "breaks inside generators are not supported"
-    for inst in decoded.instructions[index:]:
-        if inst.target is not None and inst.target <= index and "BACKWARD" in inst.opname:
-            return "a break inside a loop would resume once per iteration"
     for entry in decoded.exception_table:
         if entry.start <= index <= entry.end and not _is_with_cleanup(decoded, entry.target):
             return "a break inside a try block: its handler would not cover the Python part"
     return None
+
+
+def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
+    """(header, last instruction) of the outermost loop around ``index``, if any."""
+    backward = [
+        (inst.target, inst.index) for inst in decoded.instructions
+        if inst.target is not None and inst.target <= inst.index
+    ]
+    start = end = index
+    grown = True
+    while grown:
+        grown = False
+        for target, jump in backward:
+            if target <= end and jump >= start and (target < start or jump > end):
+                start, end, grown = min(start, target), max(end, jump), True
+    return None if (start, end) == (index, index) else (start, end)
 
 
 def _is_with_cleanup(decoded: DecodedCode, handler: int) -> bool:
@@ -227,9 +241,13 @@ class BreakPlan:
     exits: tuple[tuple[bc.Label | None, int, tuple[bool, ...]], ...]  # (label, index, nulls)
     callee_slot: int | None  # stack slot of a user function to call compiled
     live: dict[int, tuple[str, ...]]  # exit index -> bound locals read from there on
+    region: tuple[int, int] | None = None  # a loop run in Python: first and last index
+    entry_live: tuple[str, ...] = ()  # bound locals the region itself may read
 
     def needed_locals(self) -> list[str]:
-        return sorted(set().union(*self.live.values()))
+        """Bound locals that code run after the graph may read."""
+        names = set(self.entry_live).union(*self.live.values())
+        return sorted(n for n in names if n in self.locals)
 
 
 def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
@@ -252,6 +270,85 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     return BreakPlan(
         inst, stack, bound, tx.kw_names, tuple(exits), _callee_slot(inst, stack), live
     )
+
+
+def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPlan:
+    """Run the loop ``loop`` in Python: the graph ends at its header.
+
+    Each exit of the loop resumes in a compiled function, unless a local that
+    is read after the loop might be unbound there (assigned only inside the
+    loop): then everything from the header on runs as Python, where
+    boundness is exact.
+    """
+    decoded = tx.decoded
+    start, end = loop
+    reason = refuse_reason(decoded, start)
+    if reason is not None:
+        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
+    stack = tuple(tx.stack)
+    nulls = tuple(isinstance(v, NullVariable) for v in stack)
+    bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
+    bound.update({name: None for name in tx.frame_values if name not in bound})
+    region = decoded.instructions[start : end + 1]
+    assigned = {i.argval for i in region if i.opname in ("STORE_FAST", "DELETE_FAST")}
+    maybe_unbound = assigned - {n for n in bound if n not in _deleted(region)}
+    depths = _exit_depths(decoded, start, end, len(stack))
+    exits, live = [], {}
+    for target, depth in depths.items():
+        names = live_locals(tx.code, target) & (set(bound) | assigned)
+        if names & maybe_unbound:
+            return _tail_plan(tx, start, stack, bound)
+        layout = nulls[:depth] + (False,) * max(0, depth - len(nulls))
+        exits.append((bc.Label(), target, layout))
+        live[target] = tuple(sorted(names))
+    entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
+    return BreakPlan(
+        decoded.instructions[start], stack, bound, (), tuple(exits), None, live, (start, end),
+        entry_live,
+    )
+
+
+def _deleted(region: tuple[Instruction, ...]) -> set[str]:
+    return {i.argval for i in region if i.opname == "DELETE_FAST"}
+
+
+def _tail_plan(
+    tx: InstructionTranslator,
+    start: int,
+    stack: tuple[VariableTracker, ...],
+    bound: dict[str, VariableTracker | None],
+) -> BreakPlan:
+    """Everything from ``start`` to the end of the code runs as Python."""
+    entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
+    last = len(tx.instructions) - 1
+    return BreakPlan(
+        tx.instructions[start], stack, bound, (), (), None, {}, (start, last), entry_live
+    )
+
+
+def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -> dict[int, int]:
+    """Stack depth at each instruction outside ``start..end`` the region can reach."""
+    depth_at = {start: entry_depth}
+    exits: dict[int, int] = {}
+    work = [start]
+    while work:
+        i = work.pop()
+        inst = decoded.instructions[i]
+        successors = []
+        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"):
+            unconditional = inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
+            if not unconditional:
+                successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
+            if inst.target is not None:
+                successors.append((inst.target, dis.stack_effect(inst.opcode, inst.arg, jump=True)))
+        for successor, effect in successors:
+            depth = depth_at[i] + effect
+            if not start <= successor <= end:
+                exits[successor] = depth
+            elif successor not in depth_at:
+                depth_at[successor] = depth
+                work.append(successor)
+    return exits
 
 
 def _exits(inst: Instruction) -> list[tuple[bc.Label | None, int, tuple[int, int]]]:
@@ -314,7 +411,10 @@ def emit_break(
         for i, vt in enumerate(plan.stack):
             is_null = isinstance(vt, NullVariable)
             codegen.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
-        _emit_instruction(codegen, plan)
+        if plan.region is None:
+            _emit_instruction(codegen, plan)
+        else:
+            _emit_region(codegen, tx.code, plan)
         for label, target, nulls in plan.exits:
             if label is not None:
                 codegen.append(label)
@@ -344,6 +444,69 @@ def _emit_instruction(codegen: PyCodegen, plan: BreakPlan) -> None:
         codegen.append(bc.Instr(name, label))
         return
     codegen.append(bc.Instr(name, _abstract_arg(inst)))
+
+
+def _emit_region(codegen: PyCodegen, code: types.CodeType, plan: BreakPlan) -> None:
+    """Copy instructions ``region`` of ``code`` verbatim; jumps out go to the exits."""
+    start, end = plan.region
+    body = list(bc.Bytecode.from_code(code))
+    first = _abstract_index(code, body, start)
+    while first > 0 and isinstance(body[first - 1], (bc.Label, bc.SetLineno)):
+        first -= 1
+    last = _abstract_index(code, body, end)
+    piece = body[first : last + 1]
+    label_index = _label_targets(code, body)
+    exit_labels = {target: label for label, target, _ in plan.exits}
+    own = {item: bc.Label() for item in piece if isinstance(item, bc.Label)}
+    tries = {id(item): None for item in piece if isinstance(item, bc.TryBegin)}
+
+    def relabel(label: bc.Label) -> bc.Label:
+        if label in own:
+            return own[label]
+        target = label_index[label]
+        if target not in exit_labels:
+            raise Unsupported("unsupported_opcode", "a jump out of the loop with no exit")
+        return exit_labels[target]
+
+    copies: dict[int, bc.TryBegin] = {}
+    for item in piece:
+        if isinstance(item, bc.Label):
+            codegen.append(own[item])
+        elif isinstance(item, bc.TryBegin):
+            if item.target not in own:
+                raise Unsupported("unsupported_opcode", "a try handler outside the loop")
+            copies[id(item)] = bc.TryBegin(own[item.target], item.push_lasti, item.stack_depth)
+            codegen.append(copies[id(item)])
+        elif isinstance(item, bc.TryEnd):
+            if id(item.entry) in tries:  # a try opened before the loop stays open there
+                codegen.append(bc.TryEnd(copies[id(item.entry)]))
+        elif isinstance(item, bc.Instr) and isinstance(item.arg, bc.Label):
+            codegen.append(bc.Instr(item.name, relabel(item.arg), lineno=item.lineno))
+        else:
+            codegen.append(item)
+    fallthrough = exit_labels.get(end + 1)
+    if fallthrough is not None:
+        codegen.append(bc.Instr("JUMP_FORWARD", fallthrough))
+
+
+def _label_targets(code: types.CodeType, body: list[Any]) -> dict[bc.Label, int]:
+    """For each label of ``body``, the decoded index of the instruction it marks."""
+    decoded = decode(code).instructions
+    real = [inst.index for inst in decoded if inst.opname != "EXTENDED_ARG"]
+    targets: dict[bc.Label, int] = {}
+    pending: list[bc.Label] = []
+    count = 0
+    for item in body:
+        if isinstance(item, bc.Label):
+            pending.append(item)
+        elif isinstance(item, bc.Instr):
+            for label in pending:
+                targets[label] = real[count]
+            pending.clear()
+            count += 1
+    for label in pending:
+        targets[label] = len(decoded)
+    return targets
 
 
 def _abstract_arg(inst: Instruction) -> Any:

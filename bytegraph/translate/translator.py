@@ -9,12 +9,14 @@ until a RETURN_VALUE sets the pointer to None.
 from __future__ import annotations
 
 import builtins
+import logging
 import linecache
 import types
 from typing import Any
 
+from bytegraph import logs
 from bytegraph.bytecode.instructions import Instruction, decode
-from bytegraph.exc import Unsupported
+from bytegraph.exc import Unsupported, UserFrame
 from bytegraph.graph.output_graph import OutputGraph
 from bytegraph.translate import ops  # noqa: F401  (registers every handler)
 from bytegraph.translate.registry import Handler, build_dispatch_table
@@ -82,10 +84,25 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
 
     def run(self) -> None:
         try:
-            while self.step():
-                pass
+            if logs.enabled("bytecode"):
+                self._run_logged()
+            else:
+                while self.step():
+                    pass
         except Unsupported as e:
-            raise e.with_location(self.location()) from e.__cause__
+            raise e.with_frames(self.frames()) from e.__cause__
+
+    def _run_logged(self) -> None:
+        logger = logs.get_logger("bytecode")
+        with_stack = logger.isEnabledFor(logging.DEBUG)
+        depth = "  " * self.inline_depth
+        while True:
+            inst = self.instructions[self.instruction_pointer]
+            stack = f"  stack={self.stack}" if with_stack else ""
+            logger.info("%s%s %d %s %s%s", depth, self.code.co_name, inst.offset,
+                        inst.opname, "" if inst.arg is None else inst.argval, stack)
+            if not self.step():
+                return
 
     # -- stack helpers ----------------------------------------------------
     def push(self, vt: VariableTracker) -> None:
@@ -105,13 +122,12 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         self.instruction_pointer = target
 
     # -- reporting --------------------------------------------------------
-    def location(self) -> str:
-        """``file:line`` of the current instruction and its source line."""
+    def frames(self) -> tuple[UserFrame, ...]:
+        """The user's frame at the current instruction (callers follow, if inlined)."""
         lineno = self.current_inst.lineno if self.current_inst else self.code.co_firstlineno
         filename = self.code.co_filename
         text = linecache.getline(filename, lineno or 0).strip()
-        where = f"{filename}:{lineno} in {self.code.co_name}"
-        return f"{where}\n    {text}" if text else where
+        return (UserFrame(filename, lineno, self.code.co_name, text),)
 
 
 class InstructionTranslator(InstructionTranslatorBase):
@@ -119,21 +135,34 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     ``break_at`` is the step at which a previous attempt hit something
     unsupported: this attempt stops just before it and plans a graph break.
+    ``break_loop`` (header, last index) instead stops when the trace first
+    reaches that loop's header, to run the whole loop in Python.
     """
 
-    def __init__(self, *args: Any, break_at: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        break_at: int | None = None,
+        break_loop: tuple[int, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.break_at = break_at
+        self.break_loop = break_loop
+        self.loop_header = break_loop[0] if break_loop else None
         self.steps = 0
         self.break_plan: Any = None
 
     def step(self) -> bool:
-        if self.steps == self.break_at:
-            from bytegraph.translate.resume import plan_break
+        if self.steps == self.break_at or self.instruction_pointer == self.loop_header:
+            from bytegraph.translate.resume import plan_break, plan_loop_break
 
             inst = self.instructions[self.instruction_pointer]
             self.current_inst = inst
-            self.break_plan = plan_break(self, inst)
+            if self.break_loop is not None:
+                self.break_plan = plan_loop_break(self, self.break_loop)
+            else:
+                self.break_plan = plan_break(self, inst)
             return False
         self.steps += 1
         return super().step()
@@ -143,6 +172,7 @@ class InstructionTranslator(InstructionTranslatorBase):
             super().run()
         except Unsupported as e:
             e.step = self.steps - 1  # the step whose instruction could not be traced
+            e.index = self.current_inst.index if self.current_inst else None
             raise
 
 
@@ -161,6 +191,6 @@ class InliningInstructionTranslator(InstructionTranslatorBase):
         self.is_generator = is_generator
         self.yielded: list[VariableTracker] = []
 
-    def location(self) -> str:
-        """This frame's location, then the chain of callers that inlined it."""
-        return f"{super().location()}\n  inlined from {self.parent.location()}"
+    def frames(self) -> tuple[UserFrame, ...]:
+        """This frame, then the chain of callers that inlined it."""
+        return super().frames() + self.parent.frames()

@@ -18,6 +18,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.guards.guard import GuardKind, TensorSnapshot
+from bytegraph.markers import marking
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.variables.base import (
     AttributeMutationExisting,
@@ -32,7 +33,12 @@ from bytegraph.variables.containers import (
     SizeVariable,
     TupleVariable,
 )
-from bytegraph.variables.functions import PartialVariable, UserFunctionVariable
+from bytegraph.variables.ctx import wrap_context_manager
+from bytegraph.variables.functions import (
+    MarkedFunctionVariable,
+    PartialVariable,
+    UserFunctionVariable,
+)
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.torch import (
@@ -86,6 +92,14 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
 def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
     """Modules, functions and classes: the trace relies on the very object."""
     tx.output.add_guard(GuardKind.ID_MATCH, source, value)
+    marked = marking(value)
+    if marked == "allowed":
+        return TorchFunctionVariable(value, source=source)
+    if marked is not None:
+        return MarkedFunctionVariable(value, marked, source=source)
+    context = wrap_context_manager(tx, value, source)  # grad-mode classes, instances, methods
+    if context is not None:
+        return context
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value, source=source)
     if is_trace_time_function(value) or is_graph_function(value):

@@ -231,3 +231,23 @@ class PartialVariable(VariableTracker):
             return DictVariable(dict(self.kwargs))
         raise Unsupported("unsupported_value", f"partial attribute {name!r}")
 
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class MarkedFunctionVariable(VariableTracker):
+    """A function the user marked: disabled, disallowed in graph, or graph_break()."""
+
+    fn: Any
+    marking: str
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self) -> Any:
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        if self.marking == "graph_break":
+            raise Unsupported("explicit", "bytegraph.graph_break()")
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        raise Unsupported("unsupported_call", f"{name} is marked {self.marking}")

@@ -4,6 +4,7 @@ from bytegraph.translate.ops import (  # noqa: F401
     arith,
     build,
     calls,
+    context,
     control,
     functions,
     iter,

@@ -1,0 +1,67 @@
+"""With-blocks, and the global state they switch.
+
+``with cm as v: body`` compiles (3.11) to::
+
+    BEFORE_WITH            (cm -- exit enter_result)
+    STORE_FAST v / POP_TOP
+    body
+    LOAD_CONST None x3; PRECALL 2; CALL 2; POP_TOP   # exit(None, None, None)
+
+plus an exception-table handler (PUSH_EXC_INFO, WITH_EXCEPT_START, ...)
+that runs only when an exception propagates out of the body. The tracer never
+propagates one: whatever would raise is unsupported, and the frame runs in
+Python. So the normal exit is an ordinary CALL of the ``__exit__`` VT that
+BEFORE_WITH left on the stack, and the handler's opcodes are never reached.
+
+A context manager VT models ``__enter__`` and ``__exit__`` through
+``var_getattr``/``call_method`` (grad mode: ``variables/ctx.py``); any other
+object fails there, unsupported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bytegraph.translate.registry import handler, unsupported_opcode
+from bytegraph.variables.ctx import preserve_global_state
+
+if TYPE_CHECKING:
+    from bytegraph.bytecode.instructions import Instruction
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+
+@handler("BEFORE_WITH")
+def BEFORE_WITH(tx: Tx, inst: Instruction) -> None:
+    """(cm -- exit enter_result): looks both methods up first, as CPython does."""
+    manager = tx.pop()
+    enter = manager.var_getattr(tx, "__enter__")
+    exit_method = manager.var_getattr(tx, "__exit__")
+    tx.push(exit_method)
+    tx.push(enter.call_function(tx, [], {}))
+
+
+@handler("RESUME")
+def RESUME(tx: Tx, inst: Instruction) -> None:
+    """( -- ): at the start of the traced frame, run the frame under preserve_global_state.
+
+    A with-block (or ``torch.set_grad_enabled(False)``) switches the real
+    grad mode while tracing; the trace may end anywhere, by returning, by an
+    Unsupported or at a planned graph break. Running the rest of the root
+    frame's steps inside this handler puts the mode back in every case,
+    before the guards (which read the mode) are built. Inlined frames run
+    inside their caller's steps and need nothing. (Once translation itself is
+    wrapped in ``preserve_global_state`` by its caller, this becomes a no-op.)
+    """
+    if inst.arg != 0 or tx.inline_depth:
+        return
+    with preserve_global_state():
+        while tx.step():
+            pass
+
+
+unsupported_opcode(
+    "WITH_EXCEPT_START",
+    "runs only when an exception propagates out of a with-block; the tracer never "
+    "propagates one (what would raise runs in Python)",
+)
+unsupported_opcode("BEFORE_ASYNC_WITH", "async with: coroutines are not traced")
