@@ -46,6 +46,9 @@ def clone_value(value: Any, memo: dict[int, Any] | None = None) -> Any:
         copy = value.detach().clone()  # preserve_format: a transposed input stays transposed
         assert copy.stride() == value.stride(), "test inputs must be dense"
         copy.requires_grad_(value.requires_grad)
+        if type(value) is torch.nn.Parameter:
+            copy = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+        assert type(copy) is type(value), f"cannot clone a {type(value).__name__}"
     elif isinstance(value, list):
         copy = [clone_value(v, memo) for v in value]
     elif isinstance(value, dict):

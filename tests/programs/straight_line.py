@@ -764,3 +764,69 @@ def inplace_on_view_makes_base_require_grad(x, w):
     z = torch.zeros(3, requires_grad=True)
     again = torch.zeros(3, requires_grad=True)
     return first, x.requires_grad, x.is_leaf, v.requires_grad, z.is_leaf, again.is_leaf, x * 2
+
+
+@program(lambda: (randn(4, 8), torch.nn.Parameter(randn(3, 8)), torch.nn.Parameter(randn(3))))
+def parameter_inputs(x, weight, bias):
+    return F.linear(x, weight, bias), weight.is_leaf, type(weight * 1) is torch.Tensor
+
+
+@program(lambda: (randn(3, 4), ints(3)))
+def type_checks(x, a):
+    checks = (
+        isinstance(x, torch.Tensor),
+        type(x) is torch.Tensor,
+        torch.is_tensor(a),
+        x.dtype in (torch.float16, torch.bfloat16),
+        a.dtype is torch.int64,
+        torch.is_floating_point(a),
+    )
+    return x * sum(checks), checks
+
+
+@program(lambda: (randn(4, 5), torch.tensor([[0, 1], [2, 0], [4, 4], [1, 3]])))
+def gather_scatter_and_friends(x, idx):
+    return (
+        x.flip(0),
+        x.roll(1, dims=1),
+        torch.cumsum(x, 0),
+        x.argmax(-1),
+        torch.gather(x, 1, idx),
+        torch.zeros(4, 5).scatter(1, idx, 1.0),
+        x.index_select(1, idx[:, 0]),
+        x.topk(2).indices,
+    )
+
+
+@program(lambda: (randn(2, 4, 6, 8), randn(2, 4, 6, 8), randn(2, 4, 6, 8)))
+def attention(q, k, v):
+    scale = q.shape[-1] ** -0.5
+    manual = ((q @ k.transpose(-2, -1)) * scale).softmax(-1) @ v
+    return manual, F.scaled_dot_product_attention(q, k, v)
+
+
+@program(lambda: (randn(4, 3, 5), randn(3), randn(3).abs() + 0.5, randn(3), randn(3)))
+def batch_norm_updates_running_stats(x, running_mean, running_var, w, b):
+    train = F.batch_norm(x, running_mean, running_var, w, b, training=True, momentum=0.1)
+    evaluated = F.batch_norm(x, running_mean, running_var, w, b, training=False)
+    return train, evaluated
+
+
+@program(lambda: (randn(1, 2, 4, 4),))
+def interpolate_and_unfold(x):
+    up = F.interpolate(x, scale_factor=2, mode="nearest")
+    return up, F.interpolate(x, size=(3, 3), mode="bilinear", align_corners=False), F.unfold(x, 2)
+
+
+@program(lambda: (randn(3, 4), randn(4).requires_grad_()))
+def folded_metadata_of_intermediates(x, w):
+    t = x.t()
+    s = x[1:, 2:]
+    y = t + 1
+    g = x * w
+    facts = (
+        t.is_contiguous(), t.stride(), y.stride(), t.contiguous().stride(), s.storage_offset(),
+        s.shape, y.dtype, (x > 0).dtype, x.int().element_size(), g.requires_grad, g.is_leaf,
+        g.detach().requires_grad, x.sum().dim(), x.half().dtype.itemsize, (x @ t).shape,
+    )
+    return facts, y, g
