@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bytegraph import logs
+from bytegraph.bytecode.instructions import decode
 from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
@@ -26,7 +27,6 @@ from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
-from bytegraph.bytecode.instructions import decode
 from bytegraph.translate.resume import FrameContext, emit_break, enclosing_loop, live_roots
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
@@ -62,7 +62,7 @@ def convert_frame(
 
 def _translate_with_break(
     ctx: FrameContext, frame_values: dict[str, Any], backend: Backend, reason: Unsupported
-) -> Translation:
+) -> CacheEntry:
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
     loop = enclosing_loop(decode(fn.__code__), reason.index)

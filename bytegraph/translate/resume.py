@@ -25,8 +25,8 @@ frame owns closure cells.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import dis
+import functools
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -102,7 +102,9 @@ class FrameContext:
         compiled = self.resume_cache.get(spec)
         if compiled is None:
             code = build_resume_code(spec)
-            fn = types.FunctionType(code, self.fn.__globals__, code.co_name, None, self.fn.__closure__)
+            fn = types.FunctionType(
+                code, self.fn.__globals__, code.co_name, None, self.fn.__closure__
+            )
             compiled = self.resume_cache[spec] = self.compile_function(fn)
         return compiled
 
@@ -133,7 +135,8 @@ def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     body.insert(_abstract_index(base, body, spec.target), target)
     prologue: list[Any] = assemble.prologue(base)
     for i, is_null in enumerate(spec.stack_nulls):
-        prologue.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
+        load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
+        prologue.append(load)
     prologue.append(bc.Instr("JUMP_FORWARD", target))
     code = bc.Bytecode(prologue + body)
     # The user's name, so tracebacks and break reports read as the original function.
@@ -336,7 +339,8 @@ def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -
         inst = decoded.instructions[i]
         successors = []
         if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"):
-            unconditional = inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
+            name = inst.opname
+            unconditional = name.startswith("JUMP_") and name not in _CONDITIONAL_JUMPS
             if not unconditional:
                 successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
             if inst.target is not None:
@@ -410,7 +414,8 @@ def emit_break(
         codegen.side_effects.replay_all(codegen)
         for i, vt in enumerate(plan.stack):
             is_null = isinstance(vt, NullVariable)
-            codegen.append(bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}"))
+            load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
+            codegen.append(load)
         if plan.region is None:
             _emit_instruction(codegen, plan)
         else:

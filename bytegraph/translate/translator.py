@@ -9,8 +9,8 @@ until a RETURN_VALUE sets the pointer to None.
 from __future__ import annotations
 
 import builtins
-import logging
 import linecache
+import logging
 import types
 from typing import Any
 
