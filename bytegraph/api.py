@@ -130,7 +130,8 @@ def compile(
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, backend_fn, fullgraph)
     if isinstance(model, types.MethodType):
-        return types.MethodType(CompiledFunction(model.__func__, backend_fn, fullgraph), model.__self__)
+        compiled = CompiledFunction(model.__func__, backend_fn, fullgraph)
+        return types.MethodType(compiled, model.__self__)
     if isinstance(model, types.FunctionType):
         return CompiledFunction(model, backend_fn, fullgraph)
     raise TypeError(

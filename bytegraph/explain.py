@@ -56,12 +56,16 @@ class ExplainOutput:
     graph_reports: list[GraphReport]
     trace_seconds: float
 
+    @property
+    def backend_seconds(self) -> float:
+        return sum(g.backend_seconds for g in self.graph_reports)
+
     def __str__(self) -> str:
         lines = [
             f"Graph count: {self.graph_count}",
             f"Graph break count: {self.graph_break_count}",
             f"Trace time: {self.trace_seconds * 1e3:.1f} ms "
-            f"(of which backend: {sum(g.backend_seconds for g in self.graph_reports) * 1e3:.1f} ms)",
+            f"(of which backend: {self.backend_seconds * 1e3:.1f} ms)",
         ]
         for i, report in enumerate(self.graph_reports):
             lines.append(f"Graph {i}: {len(report.ops)} ops: {', '.join(report.ops)}")
@@ -100,7 +104,9 @@ def _op_name(node: torch.fx.Node) -> str:
     return f"{module.replace('_operator', 'operator')}.{name}" if module else name
 
 
-def explain(fn: Callable[..., Any], *, backend: str | Backend = "eager") -> Callable[..., ExplainOutput]:
+def explain(
+    fn: Callable[..., Any], *, backend: str | Backend = "eager"
+) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` compiles and runs ``fn`` once and reports."""
     from bytegraph.api import CompiledModule, compile
 
@@ -143,5 +149,7 @@ def _related(root: Any) -> list[Any]:
 def _break_report(reasons: tuple[Exception, ...]) -> BreakReport:
     reason = reasons[0]
     assert isinstance(reason, Unsupported)
-    refused = reasons[1].detail if len(reasons) > 1 and isinstance(reasons[1], Unsupported) else None
+    refused = None
+    if len(reasons) > 1 and isinstance(reasons[1], Unsupported):
+        refused = reasons[1].detail
     return BreakReport(reason.kind, reason.detail, reason.frames, reason.hint, refused)

@@ -94,7 +94,9 @@ class OutputGraph:
     def count_calls(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
 
-    def finish_graph(self, outputs: list[torch.fx.Node]) -> tuple[torch.fx.GraphModule, list[GraphInput]]:
+    def finish_graph(
+        self, outputs: list[torch.fx.Node]
+    ) -> tuple[torch.fx.GraphModule, list[GraphInput]]:
         """Close the graph with ``outputs``; the GraphModule and the inputs it uses."""
         graph = self.graph
         graph.output(tuple(outputs))

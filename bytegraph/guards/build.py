@@ -186,11 +186,12 @@ def _maker(
     def make(body: str, on_error: str | None) -> Callable[..., Any]:
         # A guard whose expression raises (a missing attribute, say) has failed.
         indented = body.replace("\n", "\n  ")
+        handle = "raise" if on_error is None else f"return {on_error}"
         source = (
             f"def ___make({', '.join(outer)}):\n"
             f"  def ___guard({signature}):\n"
             f"    try:\n  {indented}\n"
-            f"    except Exception:\n      {'raise' if on_error is None else 'return ' + on_error}\n"
+            f"    except Exception:\n      {handle}\n"
             f"  return ___guard\n"
         )
         namespace: dict[str, Any] = {}

@@ -37,7 +37,8 @@ def handler(
     """Register ``fn`` as the handler of ``opname`` on versions min_ver..max_ver."""
 
     def register(fn: Handler) -> Handler:
-        in_range = min_ver <= compat.PY_VERSION and (max_ver is None or compat.PY_VERSION <= max_ver)
+        version = compat.PY_VERSION
+        in_range = min_ver <= version and (max_ver is None or version <= max_ver)
         if in_range:
             if opname in _registered:
                 raise RuntimeError(f"two handlers for {opname}")
