@@ -55,8 +55,7 @@ def RESUME(tx: Tx, inst: Instruction) -> None:
     if inst.arg != 0 or tx.inline_depth:
         return
     with preserve_global_state():
-        while tx.step():
-            pass
+        tx.run()  # the rest of the frame; the caller's loop then finds it finished
 
 
 unsupported_opcode(
