@@ -285,3 +285,31 @@ def test_leafness_of_grad_inputs_is_guarded(counting_backend) -> None:
     assert str(got.value) == str(eager.value)
     out, leaf = compiled(w * 1)  # the first entry still serves non-leaves
     assert leaf is False and counting_backend.calls == 2
+
+
+def reciprocal_scaled(x, s):
+    return 1 / (x * s)
+
+
+def test_signed_zero_scalar_recompiles(differential, counting_backend) -> None:
+    """0.0 == -0.0, but a graph traced with 0.0 computes 1/(x*0.0) = +inf, not -inf."""
+    compiled = differential.compile(reciprocal_scaled)
+    x = torch.ones(2)
+    differential.check(reciprocal_scaled, compiled, (x, 0.0))
+    out = differential.check(reciprocal_scaled, compiled, (x, -0.0))
+    assert torch.equal(out, torch.full((2,), float("-inf")))
+    assert counting_backend.calls == 2
+    differential.check(reciprocal_scaled, compiled, (x, 0.0))
+    differential.check(reciprocal_scaled, compiled, (x, 0j))
+    out = differential.check(reciprocal_scaled, compiled, (x, complex(0.0, -0.0)))
+    assert counting_backend.calls == 4
+
+
+def test_nan_scalar_hits_the_cache(differential, counting_backend) -> None:
+    compiled = differential.compile(reciprocal_scaled)
+    for _ in range(3):
+        differential.check(reciprocal_scaled, compiled, (torch.randn(2), float("nan")))
+    assert counting_backend.calls == 1
+    differential.check(reciprocal_scaled, compiled, (torch.randn(2), 2.0))
+    differential.check(reciprocal_scaled, compiled, (torch.randn(2), float("inf")))
+    assert counting_backend.calls == 3

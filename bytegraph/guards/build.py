@@ -46,7 +46,7 @@ class GuardFunctionBuilder:
         if kind is GuardKind.CONSTANT_MATCH:
             if any(expected is s for s in _SINGLETONS):
                 return [f"{e} is {expected!r}"]
-            return [f"type({e}) is {self.const(type(expected))}", f"{e} == {self.const(expected)}"]
+            return [f"type({e}) is {self.const(type(expected))}", self._equal(e, expected)]
         if kind is GuardKind.ID_MATCH:
             return [f"{e} is {self.const(expected)}"]
         if kind is GuardKind.TYPE_MATCH:
@@ -64,6 +64,17 @@ class GuardFunctionBuilder:
         if kind is GuardKind.GLOBAL_ABSENT:
             return [f"{guard.source.name!r} not in ___G"]
         raise ValueError(f"unknown guard kind {kind}")
+
+    def _equal(self, e: str, expected: Any) -> str:
+        """``e == expected``, or by bits where == cannot tell values apart.
+
+        ``nan == nan`` is False (a NaN argument would recompile on every call)
+        and ``0.0 == -0.0`` is True (a graph traced with 0.0 would compute
+        ``x * 0.0`` where the program now computes ``x * -0.0``).
+        """
+        if _float_bits(expected) is not None:
+            return f"{self.const(_float_bits)}({e}) == {self.const(_float_bits(expected))}"
+        return f"{e} == {self.const(expected)}"
 
     def _tensor(self, e: str, snap: TensorSnapshot) -> list[str]:
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
@@ -139,6 +150,16 @@ class GuardFunction:
 
     def __str__(self) -> str:
         return "\n".join(self.describe(p) for p in self.parts)
+
+
+def _float_bits(value: Any) -> tuple[str, ...] | None:
+    """The exact bits of a float or complex that is NaN or a zero; None for other values."""
+    if isinstance(value, float) and (value != value or value == 0.0):
+        return (value.hex(),)
+    if isinstance(value, complex):
+        if _float_bits(value.real) is not None or _float_bits(value.imag) is not None:
+            return (value.real.hex(), value.imag.hex())
+    return None
 
 
 def _readable(value: Any) -> str:
