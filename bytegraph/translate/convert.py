@@ -121,26 +121,37 @@ def _compile(
     output = tx.output
     if output.count_calls() == 0 and require_graph:
         return _entry(fn, output, fn, breaks=breaks)
-    compiled, inputs, gm, outputs = None, [], None, []
+    pending, inputs, gm, outputs = None, [], None, []
     if output.count_calls():
         tensors = reachable_tensors(roots, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
+        pending = _PendingGraph()
+    # The code first: if a live value cannot be rebuilt (Unsupported), the graph is
+    # dropped before any backend saw it, so every graph a backend gets is one that runs.
+    code = transformed_code(
+        fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
+        output.side_effects, tail,
+    )
+    if gm is not None:
         if logs.enabled("graph_code"):
             logs.get_logger("graph_code").info(
                 "graph of %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False)
             )
         compiled = call_backend(backend, gm, [i.example for i in inputs])
-    code = transformed_code(
-        fn.__code__, compiled, inputs, {t.node: i for i, t in enumerate(outputs)},
-        output.side_effects, tail,
-    )
+        code = code.replace(co_consts=tuple(
+            compiled if const is pending else const for const in code.co_consts
+        ))
     if logs.enabled("output_code"):
         logs.get_logger("output_code").info(
             "transformed code of %s:\n%s", fn.__qualname__, dis.Bytecode(code).dis()
         )
     graphs = (gm,) if gm is not None else ()
     return _entry(fn, output, _function_like(fn, code), graphs, breaks)
+
+
+class _PendingGraph:
+    """Stands in the generated code's constants for the graph the backend has yet to compile."""
 
 
 def _entry(
