@@ -4,8 +4,9 @@ The child shares the parent's OutputGraph, so the callee's tensor work lands
 in the same graph and its guards in the same cache entry. Arguments are
 bound exactly as CPython binds them; a binding error (which raises
 TypeError in eager mode) is an Unsupported, so the frame runs in Python and
-raises there. Generator functions run to completion, their yields collected
-into an iterator, when the caller consumes them.
+raises there. Calling a generator function runs nothing: the generator
+resumes its inlined frame each time the caller asks for an item
+(``variables/generators.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 from bytegraph import config
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
-from bytegraph.variables.containers import DictVariable, IteratorVariable, TupleVariable
+from bytegraph.variables.containers import DictVariable, TupleVariable
+from bytegraph.variables.generators import GeneratorVariable, SuspendedFrame
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -47,9 +49,9 @@ def inline_call(
         inline_depth=tx.inline_depth + 1, parent=tx,
         is_generator=bool(code.co_flags & CO_GENERATOR),
     )
+    if child.is_generator:  # nothing runs until the consumer asks for an item
+        return GeneratorVariable((), SuspendedFrame(child), mutation_type=NEW_VALUE)
     child.run()
-    if child.is_generator:
-        return IteratorVariable(tuple(child.yielded), mutation_type=NEW_VALUE)
     return child.return_value
 
 

@@ -1,4 +1,4 @@
-"""Functions and closures: MAKE_FUNCTION, cells, and generator bodies."""
+"""Functions and closures: MAKE_FUNCTION, cells, and generator bodies (yield, yield from)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import IteratorVariable
 from bytegraph.variables.functions import NestedFunctionVariable, new_cell
+from bytegraph.variables.generators import GeneratorVariable
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
-
-MAX_YIELDS = 10_000
-
 
 @handler("MAKE_FUNCTION")
 def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
@@ -79,12 +78,33 @@ def RETURN_GENERATOR(tx: Tx, inst: Instruction) -> None:
 
 @handler("YIELD_VALUE")
 def YIELD_VALUE(tx: Tx, inst: Instruction) -> None:
-    """(value -- None): collect the value; the consumer sends nothing back."""
+    """(value -- ): pauses the frame; resuming pushes the value sent in (None for next)."""
     _require_generator(tx)
     tx.yielded.append(tx.pop())
-    if len(tx.yielded) > MAX_YIELDS:
-        raise Unsupported("unsupported_call", f"generator yielded more than {MAX_YIELDS} values")
-    tx.push(ConstantVariable(None))
+
+
+@handler("SEND")
+def SEND(tx: Tx, inst: Instruction) -> None:
+    """(receiver value -- receiver item), or (receiver value -- result) and jump when done.
+
+    ``yield from``: each item of the receiver is yielded on, until it returns.
+    """
+    value = tx.pop()
+    receiver = tx.stack[-1]
+    if not isinstance(receiver, IteratorVariable):
+        raise Unsupported("unsupported_value", f"yield from {receiver}")
+    if isinstance(receiver, GeneratorVariable):
+        item = receiver.resume(value)
+    elif value.is_python_constant() and value.as_python_constant() is None:
+        item = receiver.next_item(tx)
+    else:
+        raise Unsupported("unsupported_call", "send() of a value to an iterator (raises)")
+    if item is not None:
+        tx.push(item)
+        return
+    done = receiver.return_value() if isinstance(receiver, GeneratorVariable) else None
+    tx.stack[-1] = done if done is not None else ConstantVariable(None)
+    tx.jump(inst.target)
 
 
 def _require_generator(tx: Tx) -> None:

@@ -27,6 +27,7 @@ def make_iterator(tx: Tx, iterable: VariableTracker) -> IteratorVariable:
 
 
 @handler("GET_ITER")
+@handler("GET_YIELD_FROM_ITER")  # a generator is its own iterator, as is every iterator here
 def GET_ITER(tx: Tx, inst: Instruction) -> None:
     """(iterable -- iterator)"""
     tx.push(make_iterator(tx, tx.pop()))
