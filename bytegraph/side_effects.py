@@ -4,19 +4,32 @@ VariableTrackers are frozen. What a program changes lives here instead:
 
 * the current contents of mutable containers and iterators (lists, dicts,
   sets, iterator positions), keyed by the VT that stands for the container;
-* attribute stores and deletes on objects;
-* writes to closure cells and module globals.
+* attribute stores and deletes on objects, classes and closure cells
+  (``DELETED`` marks a delete);
+* writes to module globals, keyed by the globals dict and the name.
 
 Reads consult the log first, so a value mutated and read back in the same
-trace is seen with its new state. After the graph call the generated code
-replays, in the order of first mutation, every change to state that existed
-before the trace (values with a source); new objects cost nothing unless
-they escape, and are then rebuilt with their final state.
+trace is seen with its new state. The log also knows every object that
+existed before the trace (``track_existing``): one VT per real object, so two
+sources reaching the same object share their pending mutations.
+
+After the graph call the generated code replays every change to state that
+existed before the trace (values with a source, and globals), in the order of
+first mutation and in two phases: first every target and every value is
+loaded into a temporary, then the stores run. A store can therefore never
+change what a later replay reads (``a = o.x; o.x = 1; p.y = a``). New objects
+cost nothing unless they escape (returned, or stored into something that is
+replayed); they are then rebuilt with their final state.
+
+Inside a nested higher-order op (``enter_scope``) only values created in that
+same scope may be mutated; anything else is ``Unsupported("side_effect")``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -25,10 +38,13 @@ from bytegraph.exc import Unsupported
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
-    from bytegraph.variables.base import VariableTracker
+    from bytegraph.variables.base import MutationType, VariableTracker
 
 DELETED = object()
-"""Marks an attribute or global deleted during the trace."""
+"""Marks an attribute, cell or global deleted during the trace."""
+
+TOP_SCOPE = 1
+"""The scope of values created by the frame itself (0 is "existed before the trace")."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,13 +60,75 @@ class _Key:
         return isinstance(other, _Key) and other.vt is self.vt
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GlobalKey:
+    """A module global: the very dict it lives in, and its name."""
+
+    f_globals: dict[str, Any] = dataclasses.field(compare=False, hash=False)
+    name: str
+    dict_id: int
+
+    @staticmethod
+    def of(f_globals: dict[str, Any], name: str) -> _GlobalKey:
+        return _GlobalKey(f_globals, name, id(f_globals))
+
+
 class SideEffects:
     def __init__(self) -> None:
         self._contents: dict[_Key, Any] = {}
         self._attrs: dict[_Key, dict[str, Any]] = {}
-        self._globals: dict[str, Any] = {}
+        self._globals: dict[_GlobalKey, Any] = {}
         self._order: list[tuple[str, Any]] = []  # (kind, key) in order of first mutation
         self.keepalive: list[Any] = []  # objects whose id() keys a VT: never reused meanwhile
+        self._existing: dict[int, VariableTracker] = {}
+        self._existing_by_type: dict[type, list[VariableTracker]] = {}
+        self.scope = TOP_SCOPE
+
+    # -- objects that existed before the trace ------------------------------
+    def existing(self, value: Any) -> VariableTracker | None:
+        """The VT already standing for the real object ``value``, if any."""
+        return self._existing.get(id(value))
+
+    def track_existing(self, value: Any, vt: VariableTracker) -> list[VariableTracker]:
+        """Make ``vt`` the one VT of ``value``; the earlier VTs of objects of its type."""
+        self._existing[id(value)] = vt
+        self.keepalive.append(value)
+        same_type = self._existing_by_type.setdefault(type(value), [])
+        earlier = list(same_type)
+        same_type.append(vt)
+        return earlier
+
+    # -- scopes of nested higher-order ops -------------------------------------
+    @contextlib.contextmanager
+    def enter_scope(self) -> Iterator[None]:
+        """Trace the body of a nested higher-order op: mutations stay inside it."""
+        self.scope += 1
+        try:
+            yield
+        finally:
+            self.scope -= 1
+
+    def new_mutation(self, kind: type[MutationType]) -> MutationType:
+        """The mutation type of a value created now (``ValueMutationNew``...)."""
+        return kind(self.scope)
+
+    def check_allowed_side_effect(self, vt: VariableTracker) -> None:
+        """Unsupported unless ``vt`` may be mutated in the current scope."""
+        mutation = vt.mutation_type
+        if mutation is None:
+            raise Unsupported(
+                "side_effect", f"mutation of {vt}, which the trace treats as immutable"
+            )
+        if self.scope > TOP_SCOPE and mutation.scope != self.scope:
+            raise Unsupported(
+                "side_effect",
+                f"mutation of {vt}, created outside the higher-order op being traced "
+                f"(created in scope {mutation.scope}, mutated in scope {self.scope})",
+            )
+
+    def _check_global_write(self, name: str) -> None:
+        if self.scope > TOP_SCOPE:
+            raise Unsupported("side_effect", f"write to global {name!r} inside a higher-order op")
 
     # -- containers -------------------------------------------------------
     def contents(self, vt: VariableTracker, initial: Any) -> Any:
@@ -58,7 +136,7 @@ class SideEffects:
         return self._contents.get(_Key(vt), initial)
 
     def set_contents(self, vt: VariableTracker, contents: Any) -> None:
-        self._check_mutable(vt)
+        self.check_allowed_side_effect(vt)
         key = _Key(vt)
         if key not in self._contents:
             self._order.append(("contents", key))
@@ -70,36 +148,53 @@ class SideEffects:
         return self._attrs.get(_Key(vt), {}).get(name)
 
     def store_attr(self, vt: VariableTracker, name: str, value: Any) -> None:
-        self._check_mutable(vt)
+        self.check_allowed_side_effect(vt)
         key = _Key(vt)
         if key not in self._attrs:
             self._attrs[key] = {}
             self._order.append(("attrs", key))
-        self._attrs[key][name] = value
+        attrs = self._attrs[key]
+        if attrs.get(name) is DELETED:
+            del attrs[name]  # deleted then set again: it goes to the end, as in a __dict__
+        attrs[name] = value
+
+    def delete_attr(self, vt: VariableTracker, name: str) -> None:
+        self.store_attr(vt, name, DELETED)
 
     def pending_attrs(self, vt: VariableTracker) -> dict[str, Any]:
         return self._attrs.get(_Key(vt), {})
 
     # -- globals ----------------------------------------------------------
-    def load_global(self, name: str) -> Any:
-        return self._globals.get(name)
+    def load_global(self, f_globals: dict[str, Any], name: str) -> Any:
+        """The pending value of a global, ``DELETED``, or None if never written."""
+        return self._globals.get(_GlobalKey.of(f_globals, name))
 
-    def store_global(self, name: str, value: Any) -> None:
-        if name not in self._globals:
-            self._order.append(("global", name))
-        self._globals[name] = value
+    def store_global(self, f_globals: dict[str, Any], name: str, value: Any) -> None:
+        self._check_global_write(name)
+        key = _GlobalKey.of(f_globals, name)
+        if key not in self._globals:
+            self._order.append(("global", key))
+        self._globals[key] = value
+
+    def delete_global(self, f_globals: dict[str, Any], name: str) -> None:
+        self.store_global(f_globals, name, DELETED)
 
     # -- what the generated code will need --------------------------------
-    def pending_values(self) -> list[Any]:
-        """Every VT a replay will store: contents, attribute values, globals."""
-        values: list[Any] = []
+    def _replayed(self) -> Iterator[tuple[str, Any]]:
+        """The log entries a replay performs: globals and state with a source."""
         for kind, key in self._order:
+            if kind == "global" or key.vt.source is not None:
+                yield kind, key
+
+    def pending_values(self) -> list[Any]:
+        """Every VT a replay stores (new objects inside them are found via ``children``)."""
+        values: list[Any] = []
+        for kind, key in self._replayed():
             if kind == "global":
                 values.append(self._globals[key])
             elif kind == "contents":
                 values.append(key.vt)
             else:
-                values.append(key.vt)
                 values.extend(self._attrs[key].values())
         return [v for v in values if v is not DELETED]
 
@@ -115,12 +210,6 @@ class SideEffects:
         children.extend(vt.children() if hasattr(vt, "children") else ())
         return children
 
-    # -- checks and replay ------------------------------------------------
-    @staticmethod
-    def _check_mutable(vt: VariableTracker) -> None:
-        if vt.mutation_type is None:
-            raise Unsupported("side_effect", f"mutation of {vt}, which the trace treats as immutable")
-
     def is_modified(self, vt: VariableTracker) -> bool:
         key = _Key(vt)
         return key in self._contents or key in self._attrs
@@ -128,34 +217,114 @@ class SideEffects:
     @property
     def has_replay(self) -> bool:
         """True if some mutation must be replayed after the graph."""
-        return any(kind == "global" or key.vt.source is not None for kind, key in self._order)
+        return next(self._replayed(), None) is not None
 
+    # -- replay -------------------------------------------------------------
     def replay_all(self, codegen: PyCodegen) -> None:
-        """Emit code performing every mutation of pre-existing state, in order."""
-        for kind, key in self._order:
-            if kind == "global":
-                self._replay_global(codegen, key)
-            elif key.vt.source is not None:
-                if kind == "contents":
-                    key.vt.replay_contents(codegen, self._contents[key])
+        """Emit code performing every mutation of pre-existing state, in order.
+
+        Phase one loads every target and every stored value into temporaries;
+        phase two stores. Rebuilding a value never sees a half-replayed state.
+        """
+        replay = _Replay(codegen)
+        stores = [self._plan(replay, kind, key) for kind, key in self._replayed()]
+        for store in stores:
+            store()
+
+    def _plan(self, replay: _Replay, kind: str, key: Any) -> Any:
+        """Load what one log entry needs now; return the function emitting its store."""
+        if kind == "global":
+            return self._plan_global(replay, key)
+        if kind == "contents":
+            return _plan_contents(replay, key.vt, self._contents[key])
+        target = replay.load(key.vt)
+        values = {
+            name: (None if value is DELETED else replay.load(value))
+            for name, value in self._attrs[key].items()
+        }
+
+        def store() -> None:
+            for name, temp in values.items():
+                if temp is None:
+                    replay.emit(bc.Instr("LOAD_FAST", target), bc.Instr("DELETE_ATTR", name))
                 else:
-                    self._replay_attrs(codegen, key.vt, self._attrs[key])
+                    replay.emit(
+                        bc.Instr("LOAD_FAST", temp),
+                        bc.Instr("LOAD_FAST", target),
+                        bc.Instr("STORE_ATTR", name),
+                    )
 
-    def _replay_global(self, codegen: PyCodegen, name: str) -> None:
-        value = self._globals[name]
-        if value is DELETED:
-            codegen.append(bc.Instr("DELETE_GLOBAL", name))
-            return
-        codegen(value)
-        codegen.append(bc.Instr("STORE_GLOBAL", name))
+        return store
 
-    @staticmethod
-    def _replay_attrs(codegen: PyCodegen, vt: VariableTracker, attrs: dict[str, Any]) -> None:
-        for name, value in attrs.items():
-            if value is DELETED:
-                codegen(vt)
-                codegen.append(bc.Instr("DELETE_ATTR", name))
-                continue
-            codegen(value)
-            codegen(vt)
-            codegen.append(bc.Instr("STORE_ATTR", name))
+    def _plan_global(self, replay: _Replay, key: _GlobalKey) -> Any:
+        value = self._globals[key]
+        temp = None if value is DELETED else replay.load(value)
+        self.keepalive.append(key.f_globals)
+
+        def store() -> None:
+            # ``f_globals[name] = value``: the dict itself is a constant of the code,
+            # so a global of another module (an inlined callee's) lands in its module.
+            if temp is not None:
+                replay.emit(bc.Instr("LOAD_FAST", temp))
+            replay.emit(bc.Instr("LOAD_CONST", key.f_globals), bc.Instr("LOAD_CONST", key.name))
+            replay.emit(bc.Instr("DELETE_SUBSCR" if temp is None else "STORE_SUBSCR"))
+
+        return store
+
+
+class _Replay:
+    """Temporaries of one replay: each load leaves its value in a fresh local."""
+
+    def __init__(self, codegen: PyCodegen) -> None:
+        self.codegen = codegen
+        self.count = 0
+
+    def load(self, vt: VariableTracker) -> str:
+        self.codegen(vt)
+        return self.store_top()
+
+    def store_top(self) -> str:
+        name = f"___replay{self.count}"
+        self.count += 1
+        self.codegen.append(bc.Instr("STORE_FAST", name))
+        return name
+
+    def emit(self, *instrs: bc.Instr) -> None:
+        self.codegen.append(*instrs)
+
+
+def _plan_contents(replay: _Replay, vt: Any, contents: Any) -> Any:
+    """Lists and dicts: build the final contents now, write them in place later."""
+    from bytegraph.variables.containers import DictVariable, ListVariable
+
+    if isinstance(vt, ListVariable):
+        target = replay.load(vt)
+        new = replay.load(ListVariable(tuple(contents)))
+
+        def store_list() -> None:  # target[:] = new
+            replay.emit(
+                bc.Instr("LOAD_FAST", new),
+                bc.Instr("LOAD_FAST", target),
+                bc.Instr("LOAD_CONST", slice(None)),
+                bc.Instr("STORE_SUBSCR"),
+            )
+
+        return store_list
+    if isinstance(vt, DictVariable):
+        target = replay.load(vt)
+        new = replay.load(DictVariable(dict(contents)))
+
+        def store_dict() -> None:  # target.clear(); target.update(new)
+            codegen = replay.codegen
+            for method, arg in (("clear", None), ("update", new)):
+                replay.emit(bc.Instr("LOAD_FAST", target), bc.Instr("LOAD_METHOD", method))
+                if arg is not None:
+                    replay.emit(bc.Instr("LOAD_FAST", arg))
+                replay.emit(*codegen.call_instrs(0 if arg is None else 1), bc.Instr("POP_TOP"))
+
+        return store_dict
+
+    def store_other() -> None:  # a container kind that replays itself (sets)
+        vt.replay_contents(replay.codegen, contents)
+
+    return store_other

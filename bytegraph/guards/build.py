@@ -62,7 +62,8 @@ class GuardFunctionBuilder:
         if kind is GuardKind.DISTINCT:
             return [f"{e} is not {other.expr()}" for other in expected]
         if kind is GuardKind.GLOBAL_ABSENT:
-            return [f"{guard.source.name!r} not in ___G"]
+            module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
+            return [f"{guard.source.name!r} not in {module_dict}"]
         raise ValueError(f"unknown guard kind {kind}")
 
     def _equal(self, e: str, expected: Any) -> str:

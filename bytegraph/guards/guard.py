@@ -20,6 +20,7 @@ class GuardKind(enum.Enum):
     DICT_KEYS = "dict_keys"  # exact type and keys in order
     SAME_OBJECT = "same_object"  # two sources reach one object (expected: other source)
     GLOBAL_ABSENT = "global_absent"  # a module global that must stay undefined (builtins)
+    DISTINCT = "distinct"  # not the same object as any of others (expected: tuple of sources)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -60,6 +60,27 @@ class GlobalSource(Source):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ModuleGlobalSource(Source):
+    """A global of another module (an inlined callee's), reached through ``sys.modules``."""
+
+    module: str
+    name: str
+
+    def dict_expr(self) -> str:
+        return f"__import__('sys').modules[{self.module!r}].__dict__"
+
+    def expr(self) -> str:
+        return f"{self.dict_expr()}[{self.name!r}]"
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        import sys
+
+        codegen.load_const(sys.modules[self.module].__dict__)
+        codegen.load_const(self.name)
+        codegen.append(bc.Instr("BINARY_SUBSCR"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BuiltinSource(Source):
     """A builtin reached by LOAD_GLOBAL because the module has no such global."""
 

@@ -10,6 +10,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 
 if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 
@@ -36,6 +37,12 @@ class ClassVariable(VariableTracker):
 
             return PartialVariable(args[0], tuple(args[1:]), dict(kwargs))
         raise Unsupported("unsupported_call", f"instantiating {self.value.__qualname__}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+        else:  # a class is a fine constant of the generated code
+            codegen.load_const(self.value)
 
     def __repr__(self) -> str:
         return f"ClassVariable({self.value.__qualname__})"

@@ -10,4 +10,5 @@ from bytegraph.translate.ops import (  # noqa: F401
     iter,
     names,
     stack,
+    stores,
 )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import BuiltinSource, GlobalSource
+from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import NULL, VariableTracker
 from bytegraph.variables.builder import wrap, wrap_constant_result
@@ -45,13 +46,39 @@ def LOAD_CONST(tx: Tx, inst: Instruction) -> None:
 
 
 def load_global(tx: Tx, name: str) -> VariableTracker:
-    """A module global, else a builtin (guarding that no global shadows it)."""
+    """A global written by the trace, a module global, else a builtin.
+
+    A builtin is guarded by the absence of a module global shadowing it.
+    """
+    from bytegraph.side_effects import DELETED
+
+    pending = tx.output.side_effects.load_global(tx.f_globals, name)
+    if pending is DELETED:
+        raise Unsupported("unsupported_value", f"global {name!r} read after its del")
+    if pending is not None:
+        return pending
+    source = global_source(tx, name)
     if name in tx.f_globals:
-        return wrap(tx, tx.f_globals[name], GlobalSource(name))
+        return wrap(tx, tx.f_globals[name], source)
     if name in tx.f_builtins:
-        tx.output.add_guard(GuardKind.GLOBAL_ABSENT, GlobalSource(name))
+        tx.output.add_guard(GuardKind.GLOBAL_ABSENT, source)
         return wrap(tx, tx.f_builtins[name], BuiltinSource(name))
     raise Unsupported("unsupported_value", f"name {name!r} is not defined (raises in eager)")
+
+
+def global_source(tx: Tx, name: str) -> GlobalSource | ModuleGlobalSource:
+    """``name`` in ``tx``'s globals: the compiled frame's own, or another module's."""
+    root = tx
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    if tx.f_globals is root.f_globals:
+        return GlobalSource(name)
+    module = tx.f_globals.get("__name__")
+    found = sys.modules.get(module) if isinstance(module, str) else None
+    module_dict = getattr(found, "__dict__", None)
+    if module_dict is not tx.f_globals:
+        raise Unsupported("unsupported_value", f"global {name!r} of globals that are no module's")
+    return ModuleGlobalSource(module, name)
 
 
 @handler("LOAD_GLOBAL")

@@ -1,0 +1,227 @@
+"""nn.Module instances: attributes through sources, calls inline ``forward``.
+
+An ``NNModuleVariable`` is a ``UserDefinedObjectVariable`` whose failed
+attribute lookups go where ``nn.Module.__getattr__`` goes: ``_parameters``,
+``_buffers``, ``_modules``. Every value is read through a source, so a
+parameter or buffer becomes a graph input guarded by TENSOR_MATCH, a
+submodule another NNModuleVariable guarded by its type, and a plain
+attribute (``self.training``, ``self.eps``) a guarded constant.
+
+Calling a module inlines ``type(module).forward`` (its ``__call__`` machinery
+only runs hooks, and a module with hooks, or any global module hook, is
+unsupported; their absence is guarded). ``nn.Sequential``, ``nn.ModuleList``
+and ``nn.ModuleDict`` are iterated, indexed and measured from their
+``_modules`` dict, whose keys are guarded.
+
+Stores follow ``nn.Module.__setattr__``: plain attributes and buffer
+reassignments are recorded and replayed (through that same ``__setattr__``);
+replacing parameters or submodules is unsupported.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import keyword
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.user_defined import MissingAttribute, UserDefinedObjectVariable
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_GLOBAL_HOOKS = tuple(f"_global{name}" for name in _HOOK_DICTS)
+_MODULE_LOOKUP = ("_parameters", "_buffers", "_modules")
+_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TorchModuleGlobalSource(Source):
+    """A global of ``torch.nn.modules.module`` (the global hook dicts), for guards only."""
+
+    name: str
+
+    def expr(self) -> str:
+        return f"__import__('torch').nn.modules.module.{self.name}"
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        raise Unsupported("unsupported_value", f"loading torch's {self.name}")
+
+
+def has_hooks(module: nn.Module) -> bool:
+    """True if calling ``module`` would run a hook (its own or a global one)."""
+    from torch.nn.modules import module as module_module
+
+    if any(getattr(module_module, name) for name in _GLOBAL_HOOKS):
+        return True
+    return any(getattr(module, name, None) for name in _HOOK_DICTS)
+
+
+def _identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NNModuleVariable(UserDefinedObjectVariable):
+    """An nn.Module from the frame (modules are never created by the trace)."""
+
+    # -- reads ----------------------------------------------------------------
+    def getattr_fallback(self, tx: Tx, name: str) -> Any:
+        found = self.lookup(tx, "__getattr__")
+        if found is None or found.owner is not nn.Module:
+            return super().getattr_fallback(tx, name)
+        for dict_name in _MODULE_LOOKUP:
+            members = self.value.__dict__.get(dict_name)
+            if members is not None and name in members:
+                return self.member(tx, dict_name, name)
+        raise MissingAttribute(f"a {self.cls.__qualname__} module", name)
+
+    def member(self, tx: Tx, dict_name: str, name: str) -> Any:
+        """A parameter, buffer or submodule, read through a source that reaches it.
+
+        ``module.name`` where that reaches the member (readable names in
+        placeholders: ``self_fc1_weight``), else ``module._modules['0']``.
+        """
+        from bytegraph.variables.builder import wrap
+
+        value = self.value.__dict__[dict_name][name]
+        if self._attribute_reaches(name):
+            source: Source = AttrSource(self.source, name)
+        else:
+            source = GetItemSource(AttrSource(self.source, dict_name), name)
+        return wrap(tx, value, source)
+
+    def _attribute_reaches(self, name: str) -> bool:
+        if not _identifier(name) or name in self.value.__dict__:
+            return False
+        return not any(name in klass.__dict__ for klass in self.cls.__mro__)
+
+    # -- stores ---------------------------------------------------------------
+    def var_setattr(self, tx: Tx, name: str, value: Any) -> None:
+        if self.cls.__setattr__ is not nn.Module.__setattr__:
+            raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+        self._check_plain_member(name, value)
+        # Recorded as a plain store; the replay's STORE_ATTR runs nn.Module.__setattr__,
+        # which puts a buffer back into _buffers.
+        tx.output.side_effects.store_attr(self, name, value)
+
+    def _check_plain_member(self, name: str, value: Any) -> None:
+        real = self.value.__dict__
+        if name in real.get("_parameters", ()) or name in real.get("_modules", ()):
+            raise Unsupported("side_effect", f"replacing parameter or submodule {name!r}")
+        if isinstance(value, NNModuleVariable) or (
+            isinstance(value, TensorVariable) and issubclass(value.python_type(), nn.Parameter)
+        ):
+            raise Unsupported("side_effect", f"registering {name!r} as a parameter or submodule")
+        if name in real.get("_buffers", ()):
+            is_none = value.is_python_constant() and value.as_python_constant() is None
+            if not (isinstance(value, TensorVariable) or is_none):
+                raise Unsupported("side_effect", f"buffer {name!r} set to a non-tensor (TypeError)")
+        if not _identifier(name):
+            raise Unsupported("side_effect", f"attribute name {name!r}")
+
+    def store_raw(self, tx: Tx, name: str, value: Any) -> None:
+        raise Unsupported("side_effect", "object.__setattr__ on an nn.Module")
+
+    def var_delattr(self, tx: Tx, name: str) -> None:
+        real = self.value.__dict__
+        if self.cls.__delattr__ is not nn.Module.__delattr__ or any(
+            name in real.get(d, ()) for d in _MODULE_LOOKUP
+        ):
+            raise Unsupported("side_effect", f"deleting {name!r} of a module")
+        if self.instance_attr(tx, name) is None:
+            raise MissingAttribute(f"a {self.cls.__qualname__} module", name)
+        tx.output.side_effects.delete_attr(self, name)
+
+    # -- calls ----------------------------------------------------------------
+    def call_function(self, tx: Tx, args, kwargs) -> Any:
+        if self.cls.__call__ is not nn.Module.__call__:
+            return super().call_function(tx, args, kwargs)
+        self.guard_no_hooks(tx)
+        return self.var_getattr(tx, "forward").call_function(tx, args, kwargs)
+
+    def guard_no_hooks(self, tx: Tx) -> None:
+        """Calling the module runs only ``forward``: no hooks now, guarded for later calls."""
+        if has_hooks(self.value):
+            raise Unsupported("unsupported_call", f"{self.cls.__qualname__} has module hooks")
+        add_guard = tx.output.add_guard
+        for name in _HOOK_DICTS:
+            hooks = getattr(self.value, name)
+            add_guard(GuardKind.LEN_MATCH, AttrSource(self.source, name), (type(hooks), 0))
+        for name in _GLOBAL_HOOKS:
+            add_guard(
+                GuardKind.LEN_MATCH, TorchModuleGlobalSource(name), (collections.OrderedDict, 0)
+            )
+
+    # -- containers -----------------------------------------------------------
+    def _container_kind(self) -> type | None:
+        for kind in _CONTAINERS:
+            if isinstance(self.value, kind):
+                overridden = ("__iter__", "__getitem__", "__len__")
+                if all(getattr(self.cls, m) is getattr(kind, m) for m in overridden):
+                    return kind
+        return None
+
+    def _children(self, tx: Tx) -> dict[str, Any]:
+        """The submodules in order, with ``_modules``'s keys guarded."""
+        modules = self.value.__dict__["_modules"]
+        source = AttrSource(self.source, "_modules")
+        tx.output.add_guard(GuardKind.DICT_KEYS, source, (type(modules), tuple(modules)))
+        return {name: self.member(tx, "_modules", name) for name in modules}
+
+    def unpack_sequence(self, tx: Tx) -> list[Any]:
+        kind = self._container_kind()
+        if kind is None:
+            return super().unpack_sequence(tx)
+        children = self._children(tx)
+        if kind is nn.ModuleDict:
+            return [ConstantVariable(name) for name in children]
+        return list(children.values())
+
+    def length(self, tx: Tx) -> int:
+        if self._container_kind() is None:
+            return super().length(tx)
+        return len(self._children(tx))
+
+    def getitem(self, tx: Tx, index: Any) -> Any:
+        kind = self._container_kind()
+        if kind is None:
+            return super().getitem(tx, index)
+        key = index.as_python_constant()
+        children = self._children(tx)
+        if kind is nn.ModuleDict:
+            if key not in children:
+                raise Unsupported("unsupported_value", f"ModuleDict has no key {key!r} (KeyError)")
+            return children[key]
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise Unsupported("unsupported_value", f"{kind.__name__}[{key!r}]")
+        values = list(children.values())
+        if not -len(values) <= key < len(values):
+            raise Unsupported("unsupported_value", f"{kind.__name__} index {key} out of range")
+        return values[key]
+
+    def truth(self, tx: Tx) -> bool:
+        if self._container_kind() is not None:
+            return len(self._children(tx)) > 0
+        return super().truth(tx)
+
+
+def is_traceable_module(value: Any) -> bool:
+    """nn.Modules modelled here: no TorchScript, no custom attribute access."""
+    from bytegraph.variables.user_defined import is_plain_class
+
+    return (
+        isinstance(value, nn.Module)
+        and is_plain_class(type(value))
+        and not isinstance(value, torch.jit.ScriptModule)
+    )

@@ -1,0 +1,773 @@
+"""User-defined classes and their instances, modelled by Python's own lookup rules.
+
+``UserDefinedClassVariable`` is a plain Python class (metaclass ``type`` or
+``ABCMeta``, every base a Python class). ``UserDefinedObjectVariable`` is an
+instance of one: either an object from the frame (it has a source; its type
+is guarded by TYPE_MATCH) or one created during the trace (no source,
+``AttributeMutationNew``; ``object.__new__`` semantics, ``__init__`` inlined).
+
+Attribute reads follow ``object.__getattribute__``: a data descriptor on the
+type (a property's getter is inlined), else the instance's attribute (a store
+pending in SideEffects, else the real ``__dict__`` entry, read through an
+AttrSource and so guarded by value), else the class attribute (functions bind
+to a ``UserMethodVariable``, classmethods to the class, staticmethods stay
+plain), else an inlined ``__getattr__``. A lookup that relies on a name being
+absent from the instance guards the instance's ``__dict__`` keys.
+
+Stores and deletes are recorded in SideEffects and replayed after the graph;
+an object created in the trace is rebuilt only if it escapes:
+``object.__new__(cls)`` then ``object.__setattr__`` for each attribute.
+Classes whose construction, attribute access or assignment is customised
+(``__new__``, ``__setattr__`` on an existing object, metaclasses, slots
+without ``__dict__``) are unsupported, never guessed.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import types
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
+
+from bytegraph.bytecode import assemble
+from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.side_effects import DELETED
+from bytegraph.variables.base import AttributeMutationNew, VariableTracker
+from bytegraph.variables.builtin import BuiltinVariable
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.objects import ClassVariable
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_PLAIN_METACLASSES = (type, abc.ABCMeta)
+
+
+class MissingAttribute(Unsupported):
+    """``obj.name`` raises AttributeError in eager; ``hasattr``/``getattr`` catch it."""
+
+    def __init__(self, owner: str, name: str) -> None:
+        super().__init__("unsupported_value", f"{owner} has no attribute {name!r} (AttributeError)")
+
+
+def is_plain_class(cls: Any) -> bool:
+    """A class whose instances behave as ``object`` says: no C base, no metaclass tricks."""
+    if not isinstance(cls, type) or type(cls) not in _PLAIN_METACLASSES:
+        return False
+    if cls.__getattribute__ is not object.__getattribute__:
+        return False
+    return all(k is object or k.__flags__ & _HEAPTYPE for k in cls.__mro__)
+
+
+def is_user_class(cls: Any) -> bool:
+    """Classes modelled here: plain, and not torch internals (nn.Modules excepted)."""
+    import torch
+
+    if not is_plain_class(cls):
+        return False
+    return not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
+
+
+def _is_data_descriptor(raw: Any) -> bool:
+    kind = type(raw)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _has_instance_dict(cls: type) -> bool:
+    return cls.__dictoffset__ != 0
+
+
+def _mro_source(cls_source: Source, index: int) -> Source:
+    return cls_source if index == 0 else GetItemSource(AttrSource(cls_source, "__mro__"), index)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Found:
+    """Where a class-level lookup ended: a pending store, or a real class-dict entry."""
+
+    pending: VariableTracker | None = None
+    raw: Any = None
+    owner: type | None = None
+    source: Source | None = None  # ``Cls.__mro__[i].__dict__[name]``
+
+
+def lookup_class_attr(
+    tx: Tx, cls: type, cls_source: Source | None, name: str, start: int = 0
+) -> Found | None:
+    """``name`` along ``cls``'s MRO (from ``start``), seeing class-level stores of the trace."""
+    side_effects = tx.output.side_effects
+    for index, klass in enumerate(cls.__mro__[start:], start):
+        klass_vt = side_effects.existing(klass)
+        if klass_vt is not None:
+            pending = side_effects.load_attr(klass_vt, name)
+            if pending is DELETED:
+                continue
+            if pending is not None:
+                return Found(pending=pending, owner=klass)
+        if name in klass.__dict__:
+            source = None
+            if cls_source is not None:
+                source = GetItemSource(AttrSource(_mro_source(cls_source, index), "__dict__"), name)
+            return Found(raw=klass.__dict__[name], owner=klass, source=source)
+    return None
+
+
+def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
+    """The VT of a function found on a class, guarded by identity.
+
+    Methods of torch's own classes (``nn.Linear.forward``) are inlined like
+    any user function: their class was accepted as plain Python.
+    """
+    from bytegraph.variables.builder import wrap
+    from bytegraph.variables.functions import UserFunctionVariable
+
+    if not isinstance(fn, types.FunctionType):
+        raise Unsupported(
+            "unsupported_call", f"calling {type(fn).__name__} {fn!r} found on a class"
+        )
+    if source is None:
+        raise Unsupported(
+            "unsupported_value", f"method {fn.__qualname__} of a class with no source"
+        )
+    vt = wrap(tx, fn, source)
+    if isinstance(vt, UserFunctionVariable) or not fn.__module__.startswith("torch"):
+        return vt
+    return UserFunctionVariable(fn, source=source)
+
+
+# -- bound methods -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class UserMethodVariable(VariableTracker):
+    """``obj.method``: a function VT bound to the VT of its ``self`` (or class)."""
+
+    fn: VariableTracker
+    obj: VariableTracker
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        return self.fn.call_function(tx, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if name == "__func__":
+            return self.fn
+        if name == "__self__":
+            return self.obj
+        return self.fn.var_getattr(tx, name)
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn, self.obj]
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.call_const(types.MethodType, [self.fn, self.obj])
+
+    def __repr__(self) -> str:
+        return f"UserMethodVariable({self.fn!r} of {self.obj!r})"
+
+
+# -- classes -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class UserDefinedClassVariable(ClassVariable):
+    """A plain Python class: attributes, class-level stores, instantiation."""
+
+    def _source(self, tx: Tx) -> Source:
+        """A source reaching the class: its own, or that of the VT tracking it."""
+        if self.source is not None:
+            return self.source
+        tracked = tx.output.side_effects.existing(self.value)
+        if tracked is not None and tracked.source is not None:
+            return tracked.source
+        raise Unsupported(
+            "unsupported_value", f"attribute of class {self.value.__qualname__} with no source"
+        )
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        from bytegraph.variables.builder import wrap
+
+        cls = self.value
+        source = self._source(tx)
+        found = lookup_class_attr(tx, cls, source, name)
+        if found is None:
+            if name in type(cls).__dict__ and hasattr(cls, name):  # __name__, __mro__...
+                return wrap(tx, getattr(cls, name), AttrSource(source, name))
+            raise MissingAttribute(f"class {cls.__qualname__}", name)
+        if found.pending is not None:
+            return found.pending
+        raw = found.raw
+        if isinstance(raw, staticmethod):
+            return function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
+        if isinstance(raw, classmethod):
+            fn = function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
+            return UserMethodVariable(fn, self)
+        if isinstance(raw, types.FunctionType):
+            return function_vt(tx, raw, found.source)
+        if hasattr(type(raw), "__get__"):
+            raise Unsupported(
+                "unsupported_value", f"descriptor {name!r} read through class {cls.__qualname__}"
+            )
+        return wrap(tx, raw, AttrSource(source, name))
+
+    def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
+        if name in type(self.value).__dict__ or (name.startswith("__") and name.endswith("__")):
+            raise Unsupported("side_effect", f"setting {name!r} of class {self.value.__qualname__}")
+        tracked = tx.output.side_effects.existing(self.value) or self
+        tx.output.side_effects.store_attr(tracked, name, value)
+
+    def var_delattr(self, tx: Tx, name: str) -> None:
+        cls = self.value
+        found = lookup_class_attr(tx, cls, self._source(tx), name)
+        if found is None or found.owner is not cls:  # only the class's own attributes
+            raise MissingAttribute(f"class {cls.__qualname__}", name)
+        if name in type(cls).__dict__ or (name.startswith("__") and name.endswith("__")):
+            raise Unsupported("side_effect", f"deleting {name!r} of class {cls.__qualname__}")
+        tx.output.side_effects.delete_attr(tx.output.side_effects.existing(cls) or self, name)
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        import torch
+
+        cls = self.value
+        if issubclass(cls, torch.nn.Module):
+            raise Unsupported(
+                "unsupported_call", f"constructing the nn.Module {cls.__qualname__} in the trace"
+            )
+        if type(cls).__call__ is not type.__call__ or cls.__new__ is not object.__new__:
+            raise Unsupported(
+                "unsupported_call", f"{cls.__qualname__} customises instance creation"
+            )
+        obj = self.new_instance(tx)
+        init = lookup_class_attr(tx, cls, self._source(tx), "__init__")
+        if init is not None and init.owner is object:
+            if args or kwargs:
+                raise Unsupported(
+                    "unsupported_call", f"{cls.__qualname__}() takes no arguments (TypeError)"
+                )
+            return obj
+        result = obj.bind(tx, init, "__init__").call_function(tx, args, kwargs)
+        if not (result.is_python_constant() and result.as_python_constant() is None):
+            raise Unsupported("unsupported_call", "__init__ returned a value (TypeError in eager)")
+        return obj
+
+    def new_instance(self, tx: Tx) -> UserDefinedObjectVariable:
+        """``object.__new__(cls)``: an empty instance created by the trace."""
+        if not _has_instance_dict(self.value):
+            raise Unsupported(
+                "unsupported_call", f"instances of {self.value.__qualname__} have no __dict__"
+            )
+        mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
+        return UserDefinedObjectVariable(None, self.value, self, mutation_type=mutation)
+
+    def __repr__(self) -> str:
+        return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+# -- instances ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class UserDefinedObjectVariable(VariableTracker):
+    """An instance of a plain class: ``value`` is the real object, or None if new."""
+
+    value: Any
+    cls: type
+    cls_vt: VariableTracker | None = None  # the class VT of an object made in the trace
+
+    def python_type(self) -> type:
+        return self.cls
+
+    @property
+    def is_new(self) -> bool:
+        return self.source is None
+
+    def class_vt(self, tx: Tx) -> VariableTracker:
+        from bytegraph.variables.builder import wrap
+
+        if self.cls_vt is not None:
+            return self.cls_vt
+        return wrap(tx, self.cls, AttrSource(self.source, "__class__"))
+
+    def _class_source(self, tx: Tx) -> Source | None:
+        cls_vt = self.class_vt(tx)
+        if isinstance(cls_vt, UserDefinedClassVariable):
+            return cls_vt._source(tx)
+        return cls_vt.source
+
+    def lookup(self, tx: Tx, name: str) -> Found | None:
+        return lookup_class_attr(tx, self.cls, self._class_source(tx), name)
+
+    def guard_instance_keys(self, tx: Tx) -> None:
+        """The trace relies on a name being absent from the instance: guard its keys."""
+        if self.is_new:
+            return
+        instance_dict = _instance_dict(self.value)
+        if instance_dict is not None:
+            source = AttrSource(self.source, "__dict__")
+            tx.output.add_guard(
+                GuardKind.DICT_KEYS, source, (type(instance_dict), tuple(instance_dict))
+            )
+
+    # -- reads ----------------------------------------------------------------
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if name == "__class__":
+            return self.class_vt(tx)
+        if not name.isidentifier() or name == "__dict__":
+            raise Unsupported(
+                "unsupported_value", f"attribute {name!r} of a {self.cls.__qualname__}"
+            )
+        found = self.lookup(tx, name)
+        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
+            return self._get_descriptor(tx, found, name)
+        instance = self.instance_attr(tx, name)
+        if instance is not None:
+            return instance
+        if found is not None:
+            return self.bind(tx, found, name)
+        return self.getattr_fallback(tx, name)
+
+    def instance_attr(self, tx: Tx, name: str) -> VariableTracker | None:
+        """The instance's own attribute (pending, else real), or None if it has none."""
+        from bytegraph.variables.builder import wrap
+
+        pending = tx.output.side_effects.load_attr(self, name)
+        if pending is DELETED:
+            return None
+        if pending is not None:
+            return pending
+        if not self.is_new:
+            instance_dict = _instance_dict(self.value)
+            if instance_dict is not None and name in instance_dict:
+                return wrap(tx, instance_dict[name], AttrSource(self.source, name))
+            self.guard_instance_keys(tx)
+        return None
+
+    def bind(self, tx: Tx, found: Found, name: str) -> VariableTracker:
+        """A class attribute as read through this instance."""
+        from bytegraph.variables.functions import BaseFunctionVariable
+
+        if found.pending is not None:
+            pending = found.pending
+            return (
+                UserMethodVariable(pending, self)
+                if isinstance(pending, BaseFunctionVariable)
+                else pending
+            )
+        raw = found.raw
+        if isinstance(raw, types.FunctionType):
+            return UserMethodVariable(function_vt(tx, raw, found.source), self)
+        if isinstance(raw, staticmethod):
+            return function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
+        if isinstance(raw, classmethod):
+            fn = function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
+            return UserMethodVariable(fn, self.class_vt(tx))
+        if _is_data_descriptor(raw):
+            return self._get_descriptor(tx, found, name)
+        if hasattr(type(raw), "__get__"):
+            return self._call_get(tx, found, name)
+        return self.class_vt(tx).var_getattr(tx, name)
+
+    def _get_descriptor(self, tx: Tx, found: Found, name: str) -> VariableTracker:
+        from bytegraph.variables.builder import wrap
+
+        raw = found.raw
+        if isinstance(raw, property):
+            if raw.fget is None:
+                raise Unsupported(
+                    "unsupported_value", f"property {name!r} has no getter (AttributeError)"
+                )
+            return function_vt(tx, raw.fget, AttrSource(found.source, "fget")).call_function(
+                tx, [self], {}
+            )
+        if isinstance(raw, types.MemberDescriptorType):  # a __slots__ entry
+            pending = tx.output.side_effects.load_attr(self, name)
+            if pending is not None and pending is not DELETED:
+                return pending
+            if self.is_new or pending is DELETED or not hasattr(self.value, name):
+                raise MissingAttribute(f"a {self.cls.__qualname__}", name)
+            return wrap(tx, getattr(self.value, name), AttrSource(self.source, name))
+        return self._call_get(tx, found, name)
+
+    def _call_get(self, tx: Tx, found: Found, name: str) -> VariableTracker:
+        """A descriptor written in Python: inline ``type(d).__get__(d, obj, cls)``."""
+        from bytegraph.variables.builder import wrap
+
+        getter = type(found.raw).__get__
+        if not isinstance(getter, types.FunctionType) or found.source is None:
+            raise Unsupported(
+                "unsupported_value", f"descriptor {name!r} of {self.cls.__qualname__}"
+            )
+        descriptor = wrap(tx, found.raw, found.source)
+        getter_vt = function_vt(
+            tx, getter, AttrSource(AttrSource(found.source, "__class__"), "__get__")
+        )
+        return getter_vt.call_function(tx, [descriptor, self, self.class_vt(tx)], {})
+
+    def getattr_fallback(self, tx: Tx, name: str) -> VariableTracker:
+        """Normal lookup failed: an inlined ``__getattr__``, else AttributeError."""
+        found = self.lookup(tx, "__getattr__")
+        if found is None:
+            raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
+        return self.bind(tx, found, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
+
+    def has_attribute(self, tx: Tx, name: str) -> bool:
+        try:
+            self.var_getattr(tx, name)
+        except MissingAttribute:
+            return False
+        return True
+
+    # -- stores ---------------------------------------------------------------
+    def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
+        """``obj.name = value`` (STORE_ATTR, setattr)."""
+        if self.cls.__setattr__ is not object.__setattr__:
+            raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+        self.store_raw(tx, name, value)
+
+    def store_raw(self, tx: Tx, name: str, value: VariableTracker) -> None:
+        """``object.__setattr__(obj, name, value)``."""
+        if not self.is_new and self.cls.__setattr__ is not object.__setattr__:
+            # The replay runs STORE_ATTR, which would go through the custom __setattr__.
+            raise Unsupported(
+                "side_effect", f"object.__setattr__ on an existing {self.cls.__qualname__}"
+            )
+        if not name.isidentifier():
+            raise Unsupported("side_effect", f"attribute name {name!r}")
+        found = self.lookup(tx, name)
+        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
+            raw = found.raw
+            if isinstance(raw, property) and raw.fset is not None:
+                setter = function_vt(tx, raw.fset, AttrSource(found.source, "fset"))
+                setter.call_function(tx, [self, value], {})
+                return
+            raise Unsupported(
+                "side_effect", f"setting descriptor {name!r} of {self.cls.__qualname__}"
+            )
+        if not _has_instance_dict(self.cls):
+            raise Unsupported(
+                "side_effect", f"instances of {self.cls.__qualname__} have no __dict__"
+            )
+        tx.output.side_effects.store_attr(self, name, value)
+
+    def var_delattr(self, tx: Tx, name: str) -> None:
+        """``del obj.name`` (DELETE_ATTR, delattr)."""
+        if self.cls.__delattr__ is not object.__delattr__ or not name.isidentifier():
+            raise Unsupported("side_effect", f"deleting {name!r} of a {self.cls.__qualname__}")
+        found = self.lookup(tx, name)
+        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
+            raise Unsupported(
+                "side_effect", f"deleting descriptor {name!r} of {self.cls.__qualname__}"
+            )
+        if self.instance_attr(tx, name) is None:
+            raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
+        tx.output.side_effects.delete_attr(self, name)
+
+    # -- protocols ------------------------------------------------------------
+    def call_special(self, tx: Tx, name: str, args: list[VariableTracker]) -> VariableTracker:
+        """``type(obj).name(obj, *args)``: special methods are looked up on the type."""
+        found = self.lookup(tx, name)
+        if found is None or found.owner is object:
+            raise Unsupported("unsupported_call", f"{self.cls.__qualname__} has no {name}")
+        return self.bind(tx, found, name).call_function(tx, args, {})
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        found = self.lookup(tx, "__call__")
+        if found is None:
+            raise Unsupported(
+                "unsupported_call", f"a {self.cls.__qualname__} object is not callable"
+            )
+        return self.bind(tx, found, "__call__").call_function(tx, args, kwargs)
+
+    def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
+        if name.startswith("__") and name.endswith("__") and not kwargs:
+            return self.call_special(tx, name, list(args))
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def getitem(self, tx: Tx, index: VariableTracker) -> VariableTracker:
+        return self.call_special(tx, "__getitem__", [index])
+
+    def length(self, tx: Tx) -> int:
+        result = self.call_special(tx, "__len__", [])
+        value = result.as_python_constant()
+        if not isinstance(value, int) or value < 0:
+            raise Unsupported("unsupported_value", f"__len__ returned {value!r}")
+        return value
+
+    def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
+        iterator = self.call_special(tx, "__iter__", [])
+        if iterator is self or isinstance(iterator, UserDefinedObjectVariable):
+            raise Unsupported("unsupported_value", f"a {self.cls.__qualname__} iterating itself")
+        return iterator.unpack_sequence(tx)
+
+    def truth(self, tx: Tx) -> bool:
+        if self.lookup(tx, "__bool__") is not None:
+            return self.call_special(tx, "__bool__", []).truth(tx)
+        if self.lookup(tx, "__len__") is not None:
+            return self.length(tx) > 0
+        return True
+
+    # -- rebuilding -----------------------------------------------------------
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """``object.__new__(cls)``, then ``object.__setattr__`` for each attribute."""
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        if self.cls_vt is None:
+            raise Unsupported("unsupported_value", f"rebuilding a {self.cls.__qualname__}")
+        codegen.call_const(object.__new__, [self.cls_vt])
+        temp = f"___obj{id(self)}"
+        codegen.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
+        # A value that refers back to this object (``self.me = self``) reloads it.
+        codegen._built[id(self)] = temp
+        for name, value in codegen.side_effects.pending_attrs(self).items():
+            if value is DELETED:
+                continue
+            codegen.append(*assemble.push_null())
+            codegen.load_const(object.__setattr__)
+            codegen.append(bc.Instr("LOAD_FAST", temp))
+            codegen.load_const(name)
+            codegen(value)
+            codegen.append(*assemble.call(3), bc.Instr("POP_TOP"))
+
+    def __repr__(self) -> str:
+        where = "new" if self.is_new else str(self.source)
+        return f"{type(self).__name__}({self.cls.__qualname__}, {where})"
+
+
+def _instance_dict(value: Any) -> dict[str, Any] | None:
+    try:
+        return object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return None
+
+
+# -- super() -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SuperVariable(VariableTracker):
+    """``super(cls, obj)``: lookups start after ``cls`` in ``type(obj).__mro__``."""
+
+    cls: type
+    obj: VariableTracker
+
+    def python_type(self) -> type:
+        return super
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        obj = self.obj
+        if not isinstance(obj, UserDefinedObjectVariable):
+            raise Unsupported("unsupported_value", f"super() of {obj}")
+        mro = obj.cls.__mro__
+        if self.cls not in mro:
+            raise Unsupported(
+                "unsupported_value", "super(type, obj): obj is not an instance of type"
+            )
+        found = lookup_class_attr(tx, obj.cls, obj._class_source(tx), name, mro.index(self.cls) + 1)
+        if found is None:
+            raise MissingAttribute("'super' object", name)
+        if found.owner is object:
+            return ObjectSlotVariable(name, obj)
+        if found.pending is None and _is_data_descriptor(found.raw):
+            return obj._get_descriptor(tx, found, name)
+        return obj.bind(tx, found, name)
+
+
+def zero_arg_super(tx: Tx) -> SuperVariable:
+    """``super()`` in a method: the ``__class__`` cell and the first argument."""
+    cell = tx.cells.get("__class__")
+    code = tx.code
+    if cell is None or not (code.co_argcount or code.co_flags & 0x04):
+        raise Unsupported("unsupported_call", "super() outside a method (RuntimeError in eager)")
+    first = code.co_varnames[0]
+    if first in tx.cells:
+        obj = tx.cells[first].load(tx)
+    else:
+        obj = tx.symbolic_locals.get(first) or tx.realize_local(first)
+    return SuperVariable(cell.load(tx).as_python_constant(), obj)
+
+
+# -- object's own slots, and the builtins that reach attributes -----------------------------
+
+_OBJECT_SLOTS = frozenset({"__init__", "__setattr__", "__delattr__", "__new__"})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ObjectSlotVariable(VariableTracker):
+    """``object.__setattr__`` and friends, unbound or bound to an object by super()."""
+
+    name: str
+    obj: VariableTracker | None = None
+
+    def python_type(self) -> type:
+        return type(getattr(object, self.name))
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        if self.obj is not None:
+            args = [self.obj, *args]
+        if kwargs or not args:
+            raise Unsupported("unsupported_call", f"object.{self.name} with these arguments")
+        target, rest = args[0], args[1:]
+        if self.name == "__new__":
+            if rest or not isinstance(target, UserDefinedClassVariable):
+                raise Unsupported("unsupported_call", f"object.__new__({target})")
+            return target.new_instance(tx)
+        if not isinstance(target, UserDefinedObjectVariable):
+            raise Unsupported("unsupported_call", f"object.{self.name} on {target}")
+        if self.name == "__init__" and not rest:
+            return ConstantVariable(None)
+        if self.name == "__setattr__" and len(rest) == 2:
+            target.store_raw(tx, rest[0].as_python_constant(), rest[1])
+            return ConstantVariable(None)
+        if (
+            self.name == "__delattr__"
+            and len(rest) == 1
+            and target.cls.__delattr__ is object.__delattr__
+        ):
+            target.var_delattr(tx, rest[0].as_python_constant())
+            return ConstantVariable(None)
+        raise Unsupported("unsupported_call", f"object.{self.name} with {len(rest)} arguments")
+
+    def __repr__(self) -> str:
+        return f"ObjectSlotVariable({self.name})"
+
+
+def _name_arg(value: VariableTracker) -> str:
+    name = value.as_python_constant()
+    if not isinstance(name, str):
+        raise Unsupported("unsupported_value", f"attribute name {name!r} (TypeError in eager)")
+    return name
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ObjectBuiltinVariable(BuiltinVariable):
+    """Builtins whose meaning on objects is attribute access or construction.
+
+    ``super``, ``object``, ``setattr``, ``delattr``, ``getattr``, ``hasattr``,
+    ``type`` and ``len`` on user-defined objects; everything else as
+    BuiltinVariable does it.
+    """
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        fn = self.fn
+        if fn is super and not kwargs and len(args) in (0, 2):
+            if not args:
+                return zero_arg_super(tx)
+            return SuperVariable(args[0].as_python_constant(), args[1])
+        if fn is object and not args and not kwargs:
+            return UserDefinedObjectVariable(
+                None,
+                object,
+                self,
+                mutation_type=tx.output.side_effects.new_mutation(AttributeMutationNew),
+            )
+        handled = self._on_object(tx, args) if not kwargs else None
+        if handled is not None:
+            return handled
+        if fn in (super, object, setattr, delattr):
+            raise Unsupported("unsupported_call", f"{fn.__name__}() with these arguments")
+        return super().call_function(tx, args, kwargs)
+
+    def _on_object(self, tx: Tx, args: list[VariableTracker]) -> VariableTracker | None:
+        fn = self.fn
+        if not args:
+            return None
+        obj = args[0]
+        if fn is setattr and len(args) == 3:
+            setter = getattr(obj, "var_setattr", None)
+            if setter is None:
+                raise Unsupported("side_effect", f"setattr on {obj}")
+            setter(tx, _name_arg(args[1]), args[2])
+            return ConstantVariable(None)
+        if fn is delattr and len(args) == 2:
+            deleter = getattr(obj, "var_delattr", None)
+            if deleter is None:
+                raise Unsupported("side_effect", f"delattr on {obj}")
+            deleter(tx, _name_arg(args[1]))
+            return ConstantVariable(None)
+        if not isinstance(obj, (UserDefinedObjectVariable, UserDefinedClassVariable)):
+            return None
+        if fn is hasattr and len(args) == 2:
+            try:
+                obj.var_getattr(tx, _name_arg(args[1]))
+            except MissingAttribute:
+                return ConstantVariable(False)
+            return ConstantVariable(True)
+        if fn is getattr and len(args) in (2, 3):
+            try:
+                return obj.var_getattr(tx, _name_arg(args[1]))
+            except MissingAttribute:
+                if len(args) == 3:
+                    return args[2]
+                raise
+        if fn is type and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):
+            return obj.class_vt(tx)
+        if fn is len and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):
+            return ConstantVariable(obj.length(tx))
+        return None
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if self.fn is object and name in _OBJECT_SLOTS:
+            return ObjectSlotVariable(name)
+        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.fn.__name__}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+        else:
+            codegen.load_const(self.fn)
+
+
+OBJECT_BUILTINS = (super, object, setattr, delattr, getattr, hasattr, type, len)
+
+
+# -- dataclasses ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DataclassReplaceVariable(VariableTracker):
+    """``dataclasses.replace(obj, **changes)``: a new instance through ``__init__``."""
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def as_python_constant(self) -> Any:
+        return dataclasses.replace
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or not isinstance(args[0], UserDefinedObjectVariable):
+            raise Unsupported(
+                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
+            )
+        obj = args[0]
+        fields = getattr(obj.cls, "__dataclass_fields__", None)
+        if fields is None:
+            raise Unsupported(
+                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
+            )
+        changes = dict(kwargs)
+        for field in fields.values():
+            kind = field._field_type  # noqa: SLF001  (ClassVar and InitVar are only marked here)
+            if kind is dataclasses._FIELD_CLASSVAR:  # noqa: SLF001
+                continue
+            if not field.init:
+                if field.name in changes:
+                    raise Unsupported(
+                        "unsupported_call", f"replace() of init=False field {field.name!r}"
+                    )
+                continue
+            if field.name not in changes:
+                if kind is dataclasses._FIELD_INITVAR:  # noqa: SLF001
+                    raise Unsupported(
+                        "unsupported_call", f"replace() without InitVar {field.name!r}"
+                    )
+                changes[field.name] = obj.var_getattr(tx, field.name)
+        return obj.class_vt(tx).call_function(tx, [], changes)
