@@ -1,14 +1,21 @@
 """BuiltinVariable: Python builtins and the ``operator`` functions.
 
 Every BINARY_OP, COMPARE_OP and unary opcode becomes a call of the matching
-``operator`` function through this class. With a tensor operand the call is a
-graph node; with constant operands it folds; on sequences it is modelled
-item by item. Anything else is an unsupported call, never a guess.
+``operator`` function through this class. ``call_function`` tries, in order:
+
+1. a handler for the function (``_HANDLERS``: containers, sets, iteration,
+   introspection), which returns None when the arguments are not its case;
+2. a graph node, for an operator with a tensor operand;
+3. constant folding, when every argument is a constant, containers read with
+   their current contents (``python_constant``).
+
+Anything else is an unsupported call, never a guess.
 """
 
 from __future__ import annotations
 
 import builtins
+import collections
 import dataclasses
 import operator
 import types
@@ -20,6 +27,7 @@ from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 
 if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 Handler = Callable[
@@ -27,11 +35,23 @@ Handler = Callable[
     "VariableTracker | None",
 ]
 
-_PURE_MODULES = frozenset({"builtins", "operator", "_operator", "math"})
+_PURE_MODULES = frozenset({"operator", "_operator", "math"})
+# Builtin functions that only compute from their arguments. Not print, open,
+# input, id, exec, setattr...: those have effects or depend on the process.
+_PURE_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format",
+    "getattr", "hasattr", "hash", "hex", "isinstance", "issubclass", "iter", "len",
+    "max", "min", "next", "oct", "ord", "pow", "repr", "round", "sorted", "sum",
+})
+_GETTER_TYPES = (operator.itemgetter, operator.attrgetter, operator.methodcaller)
 _BUILTIN_TYPES = frozenset({
     int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset, range,
     slice, type, object, enumerate, zip, map, filter, reversed,
+    collections.OrderedDict, collections.defaultdict, *_GETTER_TYPES,
 })
+_DESCRIPTOR_TYPES = (
+    types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
+)
 
 # Operators that, given a tensor operand, are recorded as one graph node.
 TENSOR_OPERATORS = frozenset({
@@ -42,18 +62,34 @@ TENSOR_OPERATORS = frozenset({
     operator.imatmul, operator.iand, operator.ior, operator.ixor, operator.ilshift,
     operator.irshift, operator.neg, operator.pos, operator.invert, operator.abs,
     operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
-    operator.getitem,
+    operator.getitem, operator.setitem,
 })
+# Operators that may change their first argument in place: folded only on
+# immutable constants (a folded list would be a copy, and the change lost).
+_MUTATING_OPERATORS = frozenset({
+    operator.setitem, operator.delitem, operator.iadd, operator.iand, operator.iconcat,
+    operator.ifloordiv, operator.ilshift, operator.imod, operator.imul, operator.imatmul,
+    operator.ior, operator.ipow, operator.irshift, operator.isub, operator.itruediv,
+    operator.ixor,
+})
+_COMPARISONS = frozenset({operator.eq, operator.ne, operator.lt, operator.le,
+                          operator.gt, operator.ge})
 
 
 def is_builtin_callable(value: Any) -> bool:
     """A builtin whose result depends only on its arguments."""
     if isinstance(value, type):
         return value in _BUILTIN_TYPES
+    if isinstance(value, _GETTER_TYPES):
+        return is_constant_value(value.__reduce__()[1])
+    if isinstance(value, _DESCRIPTOR_TYPES):
+        return value.__objclass__ in _BUILTIN_TYPES
     if not isinstance(value, types.BuiltinFunctionType):
         return False
     owner = value.__self__
     if isinstance(owner, types.ModuleType):
+        if owner.__name__ == "builtins":
+            return value.__name__ in _PURE_BUILTINS
         return owner.__name__ in _PURE_MODULES
     return is_constant_value(owner)
 
@@ -68,6 +104,18 @@ class BuiltinVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.fn
 
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        """``dict.fromkeys``, ``str.join``, ``list.append``...: methods of builtin types."""
+        from bytegraph.variables.builder import wrap_constant_result
+
+        if not isinstance(self.fn, type) or not hasattr(self.fn, name):
+            raise Unsupported("unsupported_value", f"attribute {name!r} of {_name(self.fn)}")
+        if name == "fromkeys" and issubclass(self.fn, dict):
+            from bytegraph.variables.functions import PartialVariable
+
+            return PartialVariable(BuiltinVariable(_fromkeys), (self,), {})
+        return wrap_constant_result(getattr(self.fn, name))
+
     def call_function(
         self,
         tx: InstructionTranslatorBase,
@@ -76,16 +124,21 @@ class BuiltinVariable(VariableTracker):
     ) -> VariableTracker:
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
-        handler = _HANDLERS.get(self.fn)
+        handler = _HANDLERS.get(self.fn) or _INSTANCE_HANDLERS.get(type(self.fn))
         if handler is not None:
-            result = handler(tx, args, kwargs)
+            result = handler(tx, args, kwargs) if self.fn in _HANDLERS else handler(
+                tx, self.fn, args, kwargs)
             if result is not None:
                 return result
         if self.fn in TENSOR_OPERATORS and any(isinstance(a, TensorVariable) for a in args):
             return tensor_op(tx, "call_function", self.fn, args, kwargs)
-        if all(a.is_python_constant() for a in (*args, *kwargs.values())):
-            return _fold(self.fn, args, kwargs)
-        raise Unsupported("unsupported_call", f"{_name(self.fn)} on {args}")
+        return fold(tx, self.fn, args, kwargs)
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+        else:
+            codegen.load_const(self.fn)
 
     def __repr__(self) -> str:
         return f"BuiltinVariable({_name(self.fn)})"
@@ -95,41 +148,187 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
 
-def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    from bytegraph.variables.builder import wrap_constant_result
+def call(tx: InstructionTranslatorBase, fn: Any, *args: VariableTracker) -> VariableTracker:
+    """``fn(*args)`` through BuiltinVariable's rules."""
+    return BuiltinVariable(fn).call_function(tx, list(args), {})
 
-    values = [a.as_python_constant() for a in args]
-    kw_values = {k: v.as_python_constant() for k, v in kwargs.items()}
+
+# -- constant folding -------------------------------------------------------------
+
+
+def _mutable(vt: VariableTracker) -> bool:
+    from bytegraph.variables.containers import BaseSequenceVariable
+
+    if isinstance(vt, BaseSequenceVariable) and vt.mutation_type is None:
+        return any(_mutable(i) for i in vt.items)
+    return vt.mutation_type is not None
+
+
+def fold(
+    tx: InstructionTranslatorBase,
+    fn: Any,
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> VariableTracker:
+    """``fn`` run at trace time on the constants the arguments stand for."""
+    from bytegraph.variables.builder import wrap_constant_result
+    from bytegraph.variables.containers import is_python_constant_now, python_constant
+
+    every = [*args, *kwargs.values()]
+    if not all(is_python_constant_now(tx, a) for a in every):
+        raise Unsupported("unsupported_call", f"{_name(fn)} on {args}")
+    mutable = any(_mutable(a) for a in every)
+    if mutable and fn in _MUTATING_OPERATORS:
+        raise Unsupported("unsupported_call", f"{_name(fn)} changing a container in place")
+    values = [python_constant(tx, a) for a in args]
+    kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
     try:
         result = fn(*values, **kw_values)
     except Exception as e:  # the program raises here in eager too
         raise Unsupported(
             "unsupported_value", f"{_name(fn)} raised {type(e).__name__}: {e}"
         ) from e
+    if mutable and not is_constant_value(result):  # it may be (or hold) a copied argument
+        raise Unsupported("unsupported_call", f"{_name(fn)} returned a mutable value")
     return wrap_constant_result(result)
 
 
-def _sequence_add(tx, args, kwargs) -> VariableTracker | None:
+# -- operators on containers ----------------------------------------------------------
+
+
+def _sequences(tx, a: VariableTracker, b: VariableTracker):
     from bytegraph.variables.containers import BaseSequenceVariable
 
-    a, b = args
     if isinstance(a, BaseSequenceVariable) and isinstance(b, BaseSequenceVariable):
-        if issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple):
-            return a.with_items(a.items + b.items)
-        if a.python_type() is b.python_type() is list:
-            return a.with_items(a.items + b.items)
+        return a.items_now(tx), b.items_now(tx)
     return None
 
 
-def _sequence_mul(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import BaseSequenceVariable
+def _sequence_kind(vt: VariableTracker) -> type | None:
+    """list or tuple (the concatenation family), None otherwise."""
+    t = vt.python_type()
+    return list if t is list else tuple if issubclass(t, tuple) else None
+
+
+def _concat(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    from bytegraph.variables.containers import (
+        NEW_VALUE,
+        ListVariable,
+        SizeVariable,
+        TupleVariable,
+    )
+
+    pair = _sequences(tx, a, b)
+    if pair is None or _sequence_kind(a) is None or _sequence_kind(a) is not _sequence_kind(b):
+        return None
+    items = pair[0] + pair[1]
+    if _sequence_kind(a) is list:
+        return ListVariable(items, mutation_type=NEW_VALUE)
+    if isinstance(a, SizeVariable) or isinstance(b, SizeVariable):  # Size.__radd__ too
+        return SizeVariable(items)
+    return TupleVariable(items)
+
+
+def _sequence_add(tx, args, kwargs) -> VariableTracker | None:
+    return _concat(tx, *args)
+
+
+def _repeat(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import BaseSequenceVariable, SizeVariable, TupleVariable
 
     seq, count = args
     if isinstance(count, BaseSequenceVariable):
         seq, count = count, seq
-    if isinstance(seq, BaseSequenceVariable) and isinstance(count, ConstantVariable):
-        return seq.with_items(seq.items * count.value)
+    if not isinstance(seq, BaseSequenceVariable) or _sequence_kind(seq) is None:
+        return None
+    n = count.as_python_constant()
+    if not isinstance(n, int):
+        raise Unsupported("unsupported_value", f"repeating a sequence {n!r} times")
+    items = seq.items_now(tx) * n
+    if _sequence_kind(seq) is tuple and not isinstance(seq, SizeVariable):
+        return TupleVariable(items)  # a named tuple repeated is a plain tuple
+    return seq.with_items(items)
+
+
+def _inplace_add(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import ListVariable
+
+    if isinstance(args[0], ListVariable):  # in place: the same list, extended
+        args[0].call_method(tx, "__iadd__", [args[1]], {})
+        return args[0]
+    return _sequence_add(tx, args, kwargs)
+
+
+def _inplace_repeat(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import ListVariable
+
+    if isinstance(args[0], ListVariable):
+        args[0].call_method(tx, "__imul__", [args[1]], {})
+        return args[0]
+    return _repeat(tx, args, kwargs)
+
+
+def _dict_or_set(tx, fn, args) -> VariableTracker | None:
+    from bytegraph.variables.containers import DictVariable
+    from bytegraph.variables.sets import SetVariable, set_operator
+
+    a, b = args
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        return set_operator(tx, fn, a, b)
+    if fn in (operator.or_, operator.ior) and isinstance(a, DictVariable):
+        if not isinstance(b, DictVariable):
+            return None
+        if fn is operator.ior:
+            a.call_method(tx, "update", [b], {})
+            return a
+        merged = a.new_like(dict(a.items_now(tx)))
+        merged.call_method(tx, "update", [b], {})
+        return merged
     return None
+
+
+def _set_or_dict_operator(fn: Any) -> Handler:
+    def handler(tx, args, kwargs) -> VariableTracker | None:
+        return _dict_or_set(tx, fn, args)
+
+    return handler
+
+
+def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """``a <cmp> b`` for sequences, dicts and sets, item by item as CPython compares."""
+    from bytegraph.variables.containers import DictVariable, equal_now
+    from bytegraph.variables.sets import SetVariable, set_operator
+
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        return set_operator(tx, fn, a, b)
+    if isinstance(a, DictVariable) and isinstance(b, DictVariable):
+        if fn not in (operator.eq, operator.ne):
+            return None
+        x, y = a.items_now(tx), b.items_now(tx)
+        ordered = a.python_type() is b.python_type() is collections.OrderedDict
+        same = x.keys() == y.keys() and (not ordered or list(x) == list(y))
+        same = same and all(equal_now(tx, x[k], y[k]) for k in x)
+        return ConstantVariable(same if fn is operator.eq else not same)
+    pair = _sequences(tx, a, b)
+    if pair is None:
+        return None
+    if _sequence_kind(a) is not _sequence_kind(b) or _sequence_kind(a) is None:
+        if fn in (operator.eq, operator.ne):  # list == tuple is False; < raises
+            return ConstantVariable(fn is operator.ne)
+        return None
+    x, y = pair
+    if fn in (operator.eq, operator.ne) and len(x) != len(y):
+        return ConstantVariable(fn is operator.ne)
+    for left, right in zip(x, y):
+        if not equal_now(tx, left, right):
+            if fn in (operator.eq, operator.ne):
+                return ConstantVariable(fn is operator.ne)
+            return call(tx, fn, left, right)
+    return ConstantVariable(fn(len(x), len(y)))
+
+
+def _compare(fn: Any) -> Handler:
+    return lambda tx, args, kwargs: compare(tx, fn, *args)
 
 
 def _getitem(tx, args, kwargs) -> VariableTracker | None:
@@ -138,19 +337,36 @@ def _getitem(tx, args, kwargs) -> VariableTracker | None:
     return getitem(tx, index) if getitem is not None else None
 
 
+def _setitem(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import DictVariable, ListVariable
+
+    if isinstance(args[0], (ListVariable, DictVariable)):
+        return args[0].call_method(tx, "__setitem__", args[1:], {})
+    return None
+
+
+def _delitem(tx, args, kwargs) -> VariableTracker | None:
+    from bytegraph.variables.containers import DictVariable, ListVariable
+    from bytegraph.variables.tensor import TensorVariable
+
+    if isinstance(args[0], (ListVariable, DictVariable)):
+        return args[0].call_method(tx, "__delitem__", args[1:], {})
+    if isinstance(args[0], TensorVariable):
+        raise Unsupported("unsupported_value", "del of a tensor item (raises in eager)")
+    return None
+
+
 def _contains(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import BaseSequenceVariable, DictVariable
+    from bytegraph.variables.containers import (
+        BaseSequenceVariable,
+        DictVariable,
+        DictViewVariable,
+    )
+    from bytegraph.variables.sets import SetVariable
 
     container, item = args
-    if isinstance(container, DictVariable):
-        return ConstantVariable(item.as_python_constant() in container.items)
-    if isinstance(container, BaseSequenceVariable):
-        for candidate in container.items:
-            same = _identity(tx, [candidate, item], {})
-            if same is not None and same.value:
-                return ConstantVariable(True)
-        if item.is_python_constant() and all(i.is_python_constant() for i in container.items):
-            return ConstantVariable(item.as_python_constant() in container.as_python_constant())
+    if isinstance(container, (DictVariable, SetVariable, DictViewVariable, BaseSequenceVariable)):
+        return container.call_method(tx, "__contains__", [item], {})
     return None
 
 
@@ -164,13 +380,19 @@ def _identity(tx, args, kwargs) -> ConstantVariable | None:
     if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
         # Distinct inputs are distinct objects (aliases share one VT, guarded).
         return ConstantVariable(False)
-    if a.is_python_constant() and b.is_python_constant():
-        return ConstantVariable(a.as_python_constant() is b.as_python_constant())
+    if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
+        return ConstantVariable(a.value is b.value)
+    if a.mutation_type is not None and b.mutation_type is not None and (
+        a.source is None or b.source is None
+    ):  # a container made in the trace is no other object
+        return ConstantVariable(False)
     try:
         if a.python_type() is not b.python_type():
             return ConstantVariable(False)
     except Unsupported:
         return None
+    if a.is_python_constant() and b.is_python_constant():
+        return ConstantVariable(a.as_python_constant() is b.as_python_constant())
     return None
 
 
@@ -180,6 +402,8 @@ def _is_not(tx, args, kwargs) -> ConstantVariable | None:
 
 
 def _truth(tx, args, kwargs) -> VariableTracker:
+    if not args:
+        return ConstantVariable(False)
     return ConstantVariable(args[0].truth(tx))
 
 
@@ -187,277 +411,50 @@ def _not(tx, args, kwargs) -> VariableTracker:
     return ConstantVariable(not args[0].truth(tx))
 
 
-def _len(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.tensor import TensorVariable
-
-    (value,) = args
-    if isinstance(value, TensorVariable):
-        if not value.shape:
-            raise Unsupported("unsupported_value", "len() of a 0-d tensor (raises in eager)")
-        return ConstantVariable(value.shape[0])
-    return ConstantVariable(len(value.unpack_sequence(tx)))
+def _fromkeys(cls: Any, keys: Any, value: Any = None) -> Any:
+    """Marker: ``dict.fromkeys`` (``_handle_fromkeys`` does the work)."""
+    raise AssertionError("never called")
 
 
-def _isinstance(tx, args, kwargs) -> VariableTracker:
-    value, classes = args
-    return ConstantVariable(isinstance_of(value, classes.as_python_constant()))
-
-
-def isinstance_of(value: VariableTracker, classes: Any) -> bool:
-    """``isinstance`` decided from the VT's Python type."""
-    return issubclass(value.python_type(), classes)
-
-
-def _type(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.builder import wrap_constant_result
-
-    if len(args) != 1 or kwargs:
-        return None
-    return wrap_constant_result(args[0].python_type())
-
-
-def _getattr(tx, args, kwargs) -> VariableTracker:
-    obj, name = args[0], args[1].as_python_constant()
-    try:
-        return obj.var_getattr(tx, name)
-    except Unsupported:
-        if len(args) == 3 and _known_absent(obj, name):
-            return args[2]
-        raise
-
-
-def _hasattr(tx, args, kwargs) -> VariableTracker:
-    obj, name = args[0], args[1].as_python_constant()
-    try:
-        obj.var_getattr(tx, name)
-    except Unsupported:
-        if _known_absent(obj, name):
-            return ConstantVariable(False)
-        raise
-    return ConstantVariable(True)
-
-
-def _known_absent(obj: VariableTracker, name: str) -> bool:
-    return obj.is_python_constant() and not hasattr(obj.as_python_constant(), name)
-
-
-def _sequence_iadd(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import ListVariable
-
-    if isinstance(args[0], ListVariable):  # in place: the same list, extended
-        args[0].call_method(tx, "__iadd__", [args[1]], {})
-        return args[0]
-    return _sequence_add(tx, args, kwargs)
-
-
-def _items(tx, iterable: VariableTracker) -> list[VariableTracker]:
-    return iterable.unpack_sequence(tx)
-
-
-def _iterator(items: list[VariableTracker]) -> VariableTracker:
-    from bytegraph.variables.containers import NEW_VALUE, IteratorVariable
-
-    return IteratorVariable(tuple(items), mutation_type=NEW_VALUE)
-
-
-def _enumerate(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.containers import TupleVariable
-
-    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
-    first = start.as_python_constant()
-    return _iterator([
-        TupleVariable((ConstantVariable(first + i), item))
-        for i, item in enumerate(_items(tx, args[0]))
-    ])
-
-
-def _zip(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.containers import TupleVariable
-
-    columns = [_items(tx, a) for a in args]
-    strict = kwargs.get("strict", ConstantVariable(False)).as_python_constant()
-    if strict and len({len(c) for c in columns}) > 1:
-        raise Unsupported("unsupported_value", "zip(strict=True) of unequal lengths (raises)")
-    return _iterator([TupleVariable(tuple(row)) for row in zip(*columns)])
-
-
-def _reversed(tx, args, kwargs) -> VariableTracker:
-    return _iterator(list(reversed(_items(tx, args[0]))))
-
-
-def _iter(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.translate.ops.iter import make_iterator
-
-    return make_iterator(tx, args[0]) if len(args) == 1 else None
-
-
-def _next(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.containers import IteratorVariable
-
-    iterator = args[0]
-    if not isinstance(iterator, IteratorVariable):
-        raise Unsupported("unsupported_value", f"next() of {iterator}")
-    item = iterator.next_item(tx)
-    if item is None:
-        if len(args) == 2:
-            return args[1]
-        raise Unsupported("unsupported_value", "next() of an exhausted iterator (StopIteration)")
-    return item
-
-
-def _map(tx, args, kwargs) -> VariableTracker:
-    fn, columns = args[0], [_items(tx, a) for a in args[1:]]
-    return _iterator([fn.call_function(tx, list(row), {}) for row in zip(*columns)])
-
-
-def _filter(tx, args, kwargs) -> VariableTracker:
-    fn, items = args[0], _items(tx, args[1])
-    if fn.is_python_constant() and fn.as_python_constant() is None:
-        return _iterator([i for i in items if i.truth(tx)])
-    return _iterator([i for i in items if fn.call_function(tx, [i], {}).truth(tx)])
-
-
-def _list(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import NEW_VALUE, ListVariable
-
-    if kwargs or len(args) > 1:
-        return None
-    items = tuple(_items(tx, args[0])) if args else ()
-    return ListVariable(items, mutation_type=NEW_VALUE)
-
-
-def _tuple(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import TupleVariable
-
-    if kwargs or len(args) > 1:
-        return None
-    return TupleVariable(tuple(_items(tx, args[0])) if args else ())
-
-
-def _dict(tx, args, kwargs) -> VariableTracker | None:
+def _handle_fromkeys(tx, args, kwargs) -> VariableTracker | None:
     from bytegraph.variables.containers import NEW_VALUE, DictVariable
 
-    if len(args) > 1:
+    cls, keys = args[0].as_python_constant(), args[1]
+    value = args[2] if len(args) > 2 else ConstantVariable(None)
+    if cls is collections.defaultdict or kwargs:
         return None
-    new = DictVariable({}, mutation_type=NEW_VALUE)
-    new.call_method(tx, "update", list(args), kwargs)
-    return new
+    items = {k.as_python_constant(): value for k in keys.unpack_sequence(tx)}
+    return DictVariable(items, cls, mutation_type=NEW_VALUE)
 
 
-def _sum(tx, args, kwargs) -> VariableTracker:
-    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
-    for item in _items(tx, args[0]):
-        total = BuiltinVariable(operator.add).call_function(tx, [total, item], {})
-    return total
-
-
-def _min_max(pick: Any) -> Handler:
-    def handler(tx, args, kwargs) -> VariableTracker | None:
-        items = _items(tx, args[0]) if len(args) == 1 else list(args)
-        key = kwargs.pop("key", None)
-        default = kwargs.pop("default", None)
-        if kwargs:
-            return None
-        if not items:
-            if default is None:
-                raise Unsupported("unsupported_value", f"{pick.__name__}() of nothing (raises)")
-            return default
-        keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
-        if not all(k.is_python_constant() for k in keys):
-            raise Unsupported("data_dependent", f"{pick.__name__}() compares non-constants")
-        values = [k.as_python_constant() for k in keys]
-        return items[values.index(pick(values))]
-
-    return handler
-
-
-def _any_all(want: bool) -> Handler:
-    def handler(tx, args, kwargs) -> VariableTracker:
-        for item in _items(tx, args[0]):
-            if item.truth(tx) is want:
-                return ConstantVariable(want)
-        return ConstantVariable(not want)
-
-    return handler
-
-
-def _sorted(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.containers import NEW_VALUE, ListVariable
-
-    items = _items(tx, args[0])
-    key = kwargs.get("key")
-    reverse = kwargs.get("reverse", ConstantVariable(False)).as_python_constant()
-    keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
-    if not all(k.is_python_constant() for k in keys):
-        raise Unsupported("data_dependent", "sorted() compares non-constants")
-    order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
-    return ListVariable(tuple(items[i] for i in order), mutation_type=NEW_VALUE)
-
-
-def _callable(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.base import BoundMethodVariable
-    from bytegraph.variables.functions import BaseFunctionVariable, PartialVariable
-
-    value = args[0]
-    if isinstance(value, (BaseFunctionVariable, PartialVariable, BoundMethodVariable)):
-        return ConstantVariable(True)
-    return ConstantVariable(callable(value.python_type()) and _instances_callable(value))
-
-
-def _instances_callable(value: VariableTracker) -> bool:
-    return hasattr(value.python_type(), "__call__")
-
-
-def _abs(tx, args, kwargs) -> VariableTracker:
-    return BuiltinVariable(operator.abs).call_function(tx, args, kwargs)
-
-
-def _to_scalar(fn: Any) -> Handler:
-    def handler(tx, args, kwargs) -> VariableTracker | None:
-        from bytegraph.variables.tensor import TensorVariable
-
-        if args and isinstance(args[0], TensorVariable):
-            raise Unsupported("data_dependent", f"{fn.__name__}() of a tensor reads its value")
-        return None
-
-    return handler
-
+# The handlers of builtin functions live beside; they call back into this module.
+from bytegraph.variables.builtin_handlers import (  # noqa: E402
+    HANDLERS as _MORE_HANDLERS,
+)
+from bytegraph.variables.builtin_handlers import (  # noqa: E402
+    INSTANCE_HANDLERS as _INSTANCE_HANDLERS,
+)
+from bytegraph.variables.builtin_handlers import isinstance_of  # noqa: E402, F401
 
 _HANDLERS: dict[Any, Handler] = {
     operator.add: _sequence_add,
-    operator.iadd: _sequence_iadd,
-    operator.mul: _sequence_mul,
+    operator.iadd: _inplace_add,
+    operator.concat: _sequence_add,
+    operator.mul: _repeat,
+    operator.imul: _inplace_repeat,
     operator.getitem: _getitem,
+    operator.setitem: _setitem,
+    operator.delitem: _delitem,
     operator.contains: _contains,
     operator.is_: _identity,
     operator.is_not: _is_not,
     operator.truth: _truth,
     operator.not_: _not,
     builtins.bool: _truth,
-    builtins.len: _len,
-    builtins.isinstance: _isinstance,
-    builtins.type: _type,
-    builtins.getattr: _getattr,
-    builtins.hasattr: _hasattr,
-    builtins.enumerate: _enumerate,
-    builtins.zip: _zip,
-    builtins.reversed: _reversed,
-    builtins.iter: _iter,
-    builtins.next: _next,
-    builtins.map: _map,
-    builtins.filter: _filter,
-    builtins.list: _list,
-    builtins.tuple: _tuple,
-    builtins.dict: _dict,
-    builtins.sum: _sum,
-    builtins.min: _min_max(min),
-    builtins.max: _min_max(max),
-    builtins.any: _any_all(True),
-    builtins.all: _any_all(False),
-    builtins.sorted: _sorted,
-    builtins.callable: _callable,
-    builtins.abs: _abs,
-    builtins.int: _to_scalar(int),
-    builtins.float: _to_scalar(float),
-    builtins.complex: _to_scalar(complex),
+    _fromkeys: _handle_fromkeys,
+    **{fn: _set_or_dict_operator(fn) for fn in (
+        operator.or_, operator.and_, operator.sub, operator.xor,
+        operator.ior, operator.iand, operator.isub, operator.ixor)},
+    **{fn: _compare(fn) for fn in _COMPARISONS},
+    **_MORE_HANDLERS,
 }

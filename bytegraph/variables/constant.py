@@ -56,9 +56,16 @@ class ConstantVariable(VariableTracker):
         return wrap_constant_result(getattr(self.value, name))
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        from bytegraph.exc import Unsupported
         from bytegraph.variables.builder import wrap_constant_result
 
-        return [wrap_constant_result(v) for v in self.value]
+        try:
+            values = list(self.value)
+        except TypeError:
+            raise Unsupported(
+                "unsupported_value", f"iteration over a {type(self.value).__name__} (TypeError)"
+            ) from None
+        return [wrap_constant_result(v) for v in values]
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_const(self.value)

@@ -1,16 +1,23 @@
-"""Sequences, mappings, sets and iterators.
+"""Sequences, mappings and iterators (sets are in ``sets.py``).
 
-Items are VTs. Tuples are immutable values. Lists, dicts, sets and
-iterators are handles: their current contents live in SideEffects (read
-with ``items_now(tx)``), so a mutation never rewrites a VT. A container that
-came from the frame keeps its source, so returning it hands back the very
-same object, and its mutations are replayed onto it after the graph.
+Items are VTs. Tuples are immutable values. Lists, dicts and iterators are
+handles: their current contents live in SideEffects (read with
+``items_now(tx)``), so a mutation never rewrites a VT. A container that came
+from the frame keeps its source, so returning it hands back the very same
+object, and its mutations are replayed onto it after the graph.
+
+``python_constant(tx, vt)`` is the value of a VT made of constants, read
+with every container's *current* contents; code without a translator at
+hand calls ``vt.as_python_constant()``, which refuses a container once it
+has been mutated (its VT only knows the initial items).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict as _OrderedDict
+import operator
+import weakref
+from collections import OrderedDict, defaultdict
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -25,6 +32,21 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 NEW_VALUE = ValueMutationNew(1)
+DICT_TYPES = (dict, OrderedDict, defaultdict)
+
+# Containers whose contents changed in some trace: their initial items are stale.
+_MUTATED: weakref.WeakSet[VariableTracker] = weakref.WeakSet()
+
+
+def store_contents(tx: InstructionTranslatorBase, vt: VariableTracker, contents: Any) -> None:
+    """Record ``vt``'s new contents (every container mutation goes through here)."""
+    tx.output.side_effects.set_contents(vt, contents)
+    _MUTATED.add(vt)
+
+
+def _refuse_if_mutated(vt: VariableTracker) -> None:
+    if vt in _MUTATED:
+        raise Unsupported("unsupported_value", f"{vt} was mutated: read it with the translator")
 
 
 def method_of(container: VariableTracker, name: str) -> VariableTracker:
@@ -35,17 +57,62 @@ def method_of(container: VariableTracker, name: str) -> VariableTracker:
     return BoundMethodVariable(container, name)
 
 
-def same_value(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTracker) -> bool:
-    """``a == b`` for list.remove/index and ``in``: identity, else constant equality."""
-    if a is b:
-        return True
-    if a.is_python_constant() and b.is_python_constant():
-        return bool(a.as_python_constant() == b.as_python_constant())
+def python_constant(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
+    """The Python value of a VT made of constants, containers read as they are now."""
+    from bytegraph.variables.sets import SetVariable
+
+    if isinstance(vt, BaseSequenceVariable):
+        return vt.rebuild([python_constant(tx, i) for i in vt.items_now(tx)])
+    if isinstance(vt, DictVariable):
+        return vt.rebuild(tx, {k: python_constant(tx, v) for k, v in vt.items_now(tx).items()})
+    if isinstance(vt, SetVariable):
+        return vt.python_constant_now(tx)
+    if isinstance(vt, DictViewVariable):
+        return getattr(python_constant(tx, vt.base), vt.kind)()
+    return vt.as_python_constant()
+
+
+def is_python_constant_now(tx: InstructionTranslatorBase, vt: VariableTracker) -> bool:
+    try:
+        python_constant(tx, vt)
+    except Unsupported:
+        return False
+    return True
+
+
+def equal_now(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTracker) -> bool:
+    """``a == b`` as ``in``, ``index`` and sequence comparison see it (identity first).
+
+    Raises Unsupported when the answer needs a value unknown at trace time.
+    """
     from bytegraph.variables.tensor import TensorVariable
 
+    if a is b:
+        return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        raise Unsupported("data_dependent", "comparing a tensor by value in a container")
+        raise Unsupported("data_dependent", "comparing a tensor by value")
+    sequences = (BaseSequenceVariable, DictVariable)
+    if isinstance(a, sequences) or isinstance(b, sequences):
+        from bytegraph.variables.builtin import compare
+
+        result = compare(tx, operator.eq, a, b)
+        if result is not None:
+            return result.truth(tx)
+    if is_python_constant_now(tx, a) and is_python_constant_now(tx, b):
+        return bool(python_constant(tx, a) == python_constant(tx, b))
     raise Unsupported("unsupported_value", f"comparing {a} and {b}")
+
+
+def same_value(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTracker) -> bool:
+    """Kept for callers of the old name: see ``equal_now``."""
+    return equal_now(tx, a, b)
+
+
+def _index(vt: VariableTracker, what: str = "index") -> int:
+    value = vt.as_python_constant()
+    if not isinstance(value, int):
+        raise Unsupported("unsupported_value", f"{what} {value!r} is not an int")
+    return value
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -56,7 +123,12 @@ class BaseSequenceVariable(VariableTracker):
         return self.items
 
     def as_python_constant(self) -> Any:
-        return self.python_type()(item.as_python_constant() for item in self.items)
+        _refuse_if_mutated(self)
+        return self.rebuild([item.as_python_constant() for item in self.items])
+
+    def rebuild(self, values: list[Any]) -> Any:
+        """A real value of this VT's type holding ``values``."""
+        return self.python_type()(values)
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
         return list(self.items_now(tx))
@@ -72,10 +144,8 @@ class BaseSequenceVariable(VariableTracker):
         key = index.as_python_constant()
         if isinstance(key, slice):
             return self.with_items(tuple(items[key]))
-        if not isinstance(key, int):
-            raise Unsupported("unsupported_value", f"{self.python_type().__name__} index {key!r}")
         try:
-            return items[key]
+            return items[_index(index)]
         except IndexError:
             raise Unsupported("unsupported_value", "index out of range (raises in eager)") from None
 
@@ -91,19 +161,20 @@ class BaseSequenceVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         items = self.items_now(tx)
-        if name == "index" and len(args) == 1:
-            for i, item in enumerate(items):
-                if same_value(tx, item, args[0]):
+        if name == "index" and 1 <= len(args) <= 3 and not kwargs:
+            bounds = slice(*(_index(a) for a in args[1:]))
+            for i in range(len(items))[bounds]:
+                if equal_now(tx, items[i], args[0]):
                     return ConstantVariable(i)
-            raise Unsupported("unsupported_value", "list.index: value not present (raises)")
+            raise Unsupported("unsupported_value", "index: value not present (raises in eager)")
         if name == "count" and len(args) == 1:
-            return ConstantVariable(sum(same_value(tx, i, args[0]) for i in items))
+            return ConstantVariable(sum(equal_now(tx, i, args[0]) for i in items))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "__len__" and not args:
             return ConstantVariable(len(items))
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(any(same_value(tx, i, args[0]) for i in items))
+            return ConstantVariable(any(equal_now(tx, i, args[0]) for i in items))
         raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -125,11 +196,10 @@ class TupleVariable(BaseSequenceVariable):
     def python_type(self) -> type:
         return self.tuple_type
 
-    def as_python_constant(self) -> Any:
-        values = tuple(item.as_python_constant() for item in self.items)
+    def rebuild(self, values: list[Any]) -> Any:
         if self.tuple_type is tuple:
-            return values
-        if not issubclass(self.tuple_type, tuple):
+            return tuple(values)
+        if not issubclass(self.tuple_type, tuple):  # a dict view holding a snapshot
             raise Unsupported("unsupported_value", f"{self.tuple_type.__name__} as a constant")
         if hasattr(self.tuple_type, "_fields"):
             return self.tuple_type(*values)
@@ -142,7 +212,20 @@ class TupleVariable(BaseSequenceVariable):
         fields = getattr(self.tuple_type, "_fields", None) or _structseq_fields(self.tuple_type)
         if name in fields:
             return self.items[fields.index(name)]
+        if is_namedtuple_class(self.tuple_type):
+            from bytegraph.variables.namedtuples import namedtuple_attribute
+
+            return namedtuple_attribute(tx, self, name)
         return method_of(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if is_namedtuple_class(self.tuple_type):
+            from bytegraph.variables.namedtuples import namedtuple_method
+
+            result = namedtuple_method(tx, self, name, args, kwargs)
+            if result is not None:
+                return result
+        return super().call_method(tx, name, args, kwargs)
 
     def _build(self, codegen: PyCodegen, items: tuple[VariableTracker, ...]) -> None:
         if self.tuple_type is tuple:
@@ -156,6 +239,16 @@ class TupleVariable(BaseSequenceVariable):
             codegen.call_const(self.tuple_type, list(items))
             return
         codegen.call_const(self.tuple_type, [TupleVariable(items)])
+
+
+def is_namedtuple_class(value: Any) -> bool:
+    """A class made by ``collections.namedtuple`` or ``typing.NamedTuple`` (or a subclass
+    adding methods), whose instances are built by the generated ``__new__``."""
+    if not isinstance(value, type) or not issubclass(value, tuple) or value is tuple:
+        return False
+    maker = next(c for c in value.__mro__ if "__new__" in vars(c))
+    made = "_make" in vars(maker) and "_fields" in vars(maker)
+    return made and value.__init__ is object.__init__
 
 
 def _structseq_fields(tuple_type: type) -> tuple[str, ...]:
@@ -198,6 +291,9 @@ class ListVariable(BaseSequenceVariable):
     def items_now(self, tx: InstructionTranslatorBase) -> tuple[VariableTracker, ...]:
         return tx.output.side_effects.contents(self, self.items)
 
+    def rebuild(self, values: list[Any]) -> Any:
+        return list(values)
+
     def with_items(self, items: tuple[VariableTracker, ...]) -> BaseSequenceVariable:
         return ListVariable(items, mutation_type=NEW_VALUE)
 
@@ -215,7 +311,7 @@ class ListVariable(BaseSequenceVariable):
             return super().call_method(tx, name, args, kwargs)
         items = list(self.items_now(tx))
         result = mutate(tx, items, *args, **kwargs)
-        tx.output.side_effects.set_contents(self, tuple(items))
+        store_contents(tx, self, tuple(items))
         return ConstantVariable(None) if result is None else result
 
     def replay_contents(self, codegen: PyCodegen, items: tuple[VariableTracker, ...]) -> None:
@@ -231,53 +327,81 @@ class ListVariable(BaseSequenceVariable):
         codegen.append(bc.Instr("BUILD_LIST", len(items)))
 
 
-def _int(vt: VariableTracker) -> int:
-    value = vt.as_python_constant()
-    if not isinstance(value, int):
-        raise Unsupported("unsupported_value", f"list index {value!r}")
-    return value
-
-
 def _list_pop(tx, items: list, index: VariableTracker | None = None) -> VariableTracker:
     if not items:
         raise Unsupported("unsupported_value", "pop from an empty list (raises in eager)")
-    return items.pop(-1 if index is None else _int(index))
+    try:
+        return items.pop(-1 if index is None else _index(index))
+    except IndexError:
+        raise Unsupported("unsupported_value", "pop index out of range (raises)") from None
 
 
 def _list_remove(tx, items: list, value: VariableTracker) -> None:
     for i, item in enumerate(items):
-        if same_value(tx, item, value):
+        if equal_now(tx, item, value):
             del items[i]
             return
     raise Unsupported("unsupported_value", "list.remove: value not present (raises in eager)")
 
 
+def sort_items(
+    tx: InstructionTranslatorBase,
+    items: list[VariableTracker],
+    key: VariableTracker | None,
+    reverse: VariableTracker | None,
+) -> list[VariableTracker]:
+    """``sorted(items, key=key, reverse=reverse)`` on keys known at trace time."""
+    no_key = key is None or (key.is_python_constant() and key.as_python_constant() is None)
+    keys = items if no_key else [key.call_function(tx, [i], {}) for i in items]
+    if not all(is_python_constant_now(tx, k) for k in keys):
+        raise Unsupported("data_dependent", "sorting by values unknown at trace time")
+    values = [python_constant(tx, k) for k in keys]
+    flip = bool(reverse.as_python_constant()) if reverse is not None else False
+    try:
+        order = sorted(range(len(items)), key=values.__getitem__, reverse=flip)
+    except TypeError as e:
+        raise Unsupported("unsupported_value", f"sorting raised TypeError: {e}") from None
+    return [items[i] for i in order]
+
+
 def _list_sort(tx, items: list, key: VariableTracker | None = None,
                reverse: VariableTracker | None = None) -> None:
-    if key is not None or not all(i.is_python_constant() for i in items):
-        raise Unsupported("unsupported_call", "list.sort with a key or non-constant items")
-    flip = bool(reverse.as_python_constant()) if reverse is not None else False
-    items.sort(key=lambda vt: vt.as_python_constant(), reverse=flip)
+    items[:] = sort_items(tx, items, key, reverse)
 
 
 def _list_setitem(tx, items: list, index: VariableTracker, value: VariableTracker) -> None:
     key = index.as_python_constant()
-    if isinstance(key, slice):
-        items[key] = value.unpack_sequence(tx)
-    else:
-        items[_int(index)] = value
+    try:
+        if isinstance(key, slice):
+            items[key] = value.unpack_sequence(tx)
+        else:
+            items[_index(index)] = value
+    except (IndexError, ValueError) as e:
+        raise Unsupported("unsupported_value", f"list assignment raises {e}") from None
 
 
 def _list_delitem(tx, items: list, index: VariableTracker) -> None:
     key = index.as_python_constant()
-    del items[key if isinstance(key, slice) else _int(index)]
+    try:
+        del items[key if isinstance(key, slice) else _index(index)]
+    except IndexError:
+        raise Unsupported("unsupported_value", "del index out of range (raises)") from None
+
+
+def _list_imul(tx, items: list, count: VariableTracker) -> None:
+    items *= _index(count, "repeat count")
+
+
+def _list_insert(tx, items: list, index: VariableTracker, value: VariableTracker) -> None:
+    items.insert(_index(index), value)
 
 
 _LIST_MUTATIONS: dict[str, Any] = {
     "append": lambda tx, items, v: items.append(v),
     "extend": lambda tx, items, v: items.extend(v.unpack_sequence(tx)),
     "__iadd__": lambda tx, items, v: items.extend(v.unpack_sequence(tx)),
-    "insert": lambda tx, items, i, v: items.insert(_int(i), v),
+    "__imul__": _list_imul,
+    "insert": _list_insert,
     "pop": _list_pop,
     "remove": _list_remove,
     "clear": lambda tx, items: items.clear(),
@@ -290,10 +414,14 @@ _LIST_MUTATIONS: dict[str, Any] = {
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class DictVariable(VariableTracker):
-    """A dict (or OrderedDict/defaultdict) with constant keys, in insertion order."""
+    """A dict, OrderedDict or defaultdict with constant keys, in insertion order.
+
+    ``default_factory`` is a defaultdict's factory (None for the others).
+    """
 
     items: dict[Any, VariableTracker]
     dict_type: type = dict
+    default_factory: VariableTracker | None = None
 
     def python_type(self) -> type:
         return self.dict_type
@@ -302,12 +430,29 @@ class DictVariable(VariableTracker):
         return tx.output.side_effects.contents(self, self.items)
 
     def as_python_constant(self) -> Any:
-        return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
+        _refuse_if_mutated(self)
+        values = {k: v.as_python_constant() for k, v in self.items.items()}
+        if self.dict_type is defaultdict:
+            factory = self.default_factory
+            return defaultdict(factory.as_python_constant() if factory else None, values)
+        return self.dict_type(values)
+
+    def rebuild(self, tx: InstructionTranslatorBase, values: dict[Any, Any]) -> Any:
+        if self.dict_type is defaultdict:
+            factory = self.default_factory
+            return defaultdict(python_constant(tx, factory) if factory else None, values)
+        return self.dict_type(values)
+
+    def new_like(self, items: dict[Any, VariableTracker]) -> DictVariable:
+        """A new dict of the same type (and factory) created during tracing."""
+        return DictVariable(items, self.dict_type, self.default_factory, mutation_type=NEW_VALUE)
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.items_now(tx))
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        if name == "default_factory" and self.dict_type is defaultdict:
+            return self.default_factory or ConstantVariable(None)
         return method_of(self, name)
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
@@ -324,16 +469,27 @@ class DictVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         items = self.items_now(tx)
+        if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
+            return self._missing(tx, args[0])
         read = _DICT_READS.get(name)
         if read is not None:
             return read(tx, self, items, *args, **kwargs)
         mutate = _DICT_MUTATIONS.get(name)
-        if mutate is None:
+        if mutate is None or (name in _ORDERED_ONLY and self.dict_type is not OrderedDict):
             raise Unsupported("unsupported_call", f"{self.dict_type.__name__}.{name}")
         new_items = dict(items)
         result = mutate(tx, new_items, *args, **kwargs)
-        tx.output.side_effects.set_contents(self, new_items)
+        store_contents(tx, self, new_items)
         return ConstantVariable(None) if result is None else result
+
+    def _missing(self, tx: InstructionTranslatorBase, key: VariableTracker) -> VariableTracker:
+        """``d[key]`` for an absent key: a defaultdict makes and stores a default."""
+        factory = self.default_factory
+        if factory is None or _is_none(factory):
+            raise Unsupported("unsupported_value", f"missing dict key {_key(key)!r} (raises)")
+        value = factory.call_function(tx, [], {})
+        self.call_method(tx, "__setitem__", [key, value], {})
+        return value
 
     def replay_contents(self, codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
         """``source.clear(); source.update({...})``"""
@@ -351,10 +507,13 @@ class DictVariable(VariableTracker):
         items = codegen.side_effects.contents(self, self.items)
         if self.dict_type is dict:
             self._build_plain(codegen, items)
-            return
-        if self.dict_type is not _OrderedDict:
+        elif self.dict_type is OrderedDict:
+            codegen.call_const(OrderedDict, [DictVariable(items)])
+        elif self.dict_type is defaultdict:
+            factory = self.default_factory or ConstantVariable(None)
+            codegen.call_const(defaultdict, [factory, DictVariable(items)])
+        else:
             raise Unsupported("unsupported_value", f"rebuilding a {self.dict_type.__name__}")
-        codegen.call_const(self.dict_type, [DictVariable(items)])
 
     @staticmethod
     def _build_plain(codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
@@ -362,6 +521,10 @@ class DictVariable(VariableTracker):
             codegen.load_const(key)
             codegen(value)
         codegen.append(bc.Instr("BUILD_MAP", len(items)))
+
+
+def _is_none(vt: VariableTracker) -> bool:
+    return vt.is_python_constant() and vt.as_python_constant() is None
 
 
 def _key(vt: VariableTracker) -> Any:
@@ -373,32 +536,19 @@ def _key(vt: VariableTracker) -> Any:
     return key
 
 
-def _dict_getitem(tx, d, items, key: VariableTracker) -> VariableTracker:
-    k = _key(key)
-    if k in items:
-        return items[k]
-    raise Unsupported("unsupported_value", f"missing dict key {k!r} (raises in eager)")
-
-
 def _dict_get(tx, d, items, key: VariableTracker, default: VariableTracker | None = None):
     return items.get(_key(key), default if default is not None else ConstantVariable(None))
 
 
-def _view(view_type: type, values: list[VariableTracker]) -> VariableTracker:
-    return TupleVariable(tuple(values), tuple_type=view_type)
-
-
 _DICT_READS: dict[str, Any] = {
-    "__getitem__": _dict_getitem,
+    "__getitem__": lambda tx, d, items, key: items[_key(key)],
     "get": _dict_get,
     "__contains__": lambda tx, d, items, k: ConstantVariable(_key(k) in items),
     "__len__": lambda tx, d, items: ConstantVariable(len(items)),
-    "keys": lambda tx, d, items: _view(type({}.keys()), [ConstantVariable(k) for k in items]),
-    "values": lambda tx, d, items: _view(type({}.values()), list(items.values())),
-    "items": lambda tx, d, items: _view(
-        type({}.items()), [TupleVariable((ConstantVariable(k), v)) for k, v in items.items()]
-    ),
-    "copy": lambda tx, d, items: DictVariable(dict(items), mutation_type=NEW_VALUE),
+    "keys": lambda tx, d, items: DictViewVariable(d, "keys"),
+    "values": lambda tx, d, items: DictViewVariable(d, "values"),
+    "items": lambda tx, d, items: DictViewVariable(d, "items"),
+    "copy": lambda tx, d, items: d.new_like(dict(items)),
 }
 
 
@@ -417,8 +567,10 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
             items.update(other.items_now(tx))
         else:
             for pair in other.unpack_sequence(tx):
-                k, v = pair.unpack_sequence(tx)
-                items[_key(k)] = v
+                kv = pair.unpack_sequence(tx)
+                if len(kv) != 2:
+                    raise Unsupported("unsupported_value", "dict update element is not a pair")
+                items[_key(kv[0])] = kv[1]
     items.update(kwargs)
 
 
@@ -426,10 +578,14 @@ def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTra
     return items.setdefault(_key(key), default if default is not None else ConstantVariable(None))
 
 
-def _dict_popitem(tx, items: dict) -> VariableTracker:
+def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> VariableTracker:
     if not items:
         raise Unsupported("unsupported_value", "popitem of an empty dict (raises in eager)")
-    k, v = items.popitem()
+    if last is not None and not last.as_python_constant():
+        k = next(iter(items))
+        v = items.pop(k)
+    else:
+        k, v = items.popitem()
     return TupleVariable((ConstantVariable(k), v))
 
 
@@ -440,40 +596,219 @@ def _dict_delitem(tx, items: dict, key: VariableTracker) -> None:
     del items[k]
 
 
+def _dict_move_to_end(tx, items: dict, key: VariableTracker,
+                      last: VariableTracker | None = None) -> None:
+    k = _key(key)
+    if k not in items:
+        raise Unsupported("unsupported_value", f"move_to_end of missing key {k!r} (raises)")
+    value = items.pop(k)
+    if last is None or last.as_python_constant():
+        items[k] = value
+    else:
+        rest = dict(items)
+        items.clear()
+        items[k] = value
+        items.update(rest)
+
+
 _DICT_MUTATIONS: dict[str, Any] = {
     "__setitem__": lambda tx, items, k, v: items.__setitem__(_key(k), v),
     "__delitem__": _dict_delitem,
     "pop": _dict_pop,
     "popitem": _dict_popitem,
     "update": _dict_update,
+    "__ior__": _dict_update,
     "setdefault": _dict_setdefault,
     "clear": lambda tx, items: items.clear(),
+    "move_to_end": _dict_move_to_end,
 }
+_ORDERED_ONLY = frozenset({"move_to_end"})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()``, ``d.items()``: live views of the dict's contents."""
+
+    base: DictVariable
+    kind: str
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        items = self.base.items_now(tx)
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVariable((ConstantVariable(k), v)) for k, v in items.items()]
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return bool(self.base.items_now(tx))
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        return method_of(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.base.items_now(tx)))
+        if name == "__contains__" and len(args) == 1:
+            if self.kind == "keys":
+                return ConstantVariable(_key(args[0]) in self.base.items_now(tx))
+            found = any(equal_now(tx, v, args[0]) for v in self.unpack_sequence(tx))
+            return ConstantVariable(found)
+        raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """``base.kind()``: a view of the rebuilt (or original) dict."""
+        codegen(self.base)
+        codegen.append(bc.Instr("LOAD_METHOD", self.kind), *codegen.call_instrs(0))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class IteratorVariable(VariableTracker):
-    """An iterator over known items; its position lives in SideEffects."""
+    """An iterator over known items; the remaining items live in SideEffects.
+
+    Subclasses are lazy: their state (a tuple of VTs, starting as ``items``)
+    lives in SideEffects too, and each ``next_item`` does what CPython's
+    ``__next__`` does at that moment (a list iterator sees appends, ``map``
+    calls its function only when asked).
+    """
 
     items: tuple[VariableTracker, ...]
 
     def python_type(self) -> type:
         return type(iter(()))
 
+    def state(self, tx: InstructionTranslatorBase) -> tuple[VariableTracker, ...]:
+        return tx.output.side_effects.contents(self, self.items)
+
     def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
         """The next item, or None when exhausted (StopIteration)."""
-        remaining = tx.output.side_effects.contents(self, self.items)
+        remaining = self.state(tx)
         if not remaining:
             return None
-        tx.output.side_effects.set_contents(self, remaining[1:])
+        store_contents(tx, self, remaining[1:])
         return remaining[0]
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        remaining = tx.output.side_effects.contents(self, self.items)
-        tx.output.side_effects.set_contents(self, ())
-        return list(remaining)
+        items = []
+        while (item := self.next_item(tx)) is not None:
+            items.append(item)
+        return items
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return True
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``iter([remaining items])``"""
+        if type(self) is not IteratorVariable:
+            raise Unsupported("unsupported_value", f"a live {self} escapes the trace")
         remaining = codegen.side_effects.contents(self, self.items)
         codegen.call_const(iter, [ListVariable(remaining)])
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ListIteratorVariable(IteratorVariable):
+    """``iter(a_list)``: state ``(list, position)``, or ``()`` once exhausted."""
+
+    def python_type(self) -> type:
+        return type(iter([]))
+
+    @staticmethod
+    def over(base: ListVariable) -> ListIteratorVariable:
+        return ListIteratorVariable((base, ConstantVariable(0)), mutation_type=NEW_VALUE)
+
+    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
+        state = self.state(tx)
+        if not state:
+            return None
+        base, position = state
+        items = base.items_now(tx)
+        if position.value >= len(items):  # CPython drops the list: later appends are not seen
+            store_contents(tx, self, ())
+            return None
+        store_contents(tx, self, (base, ConstantVariable(position.value + 1)))
+        return items[position.value]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class MapIteratorVariable(IteratorVariable):
+    """``map(fn, *iterators)``: state ``(fn, *iterators)``, never changed itself."""
+
+    def python_type(self) -> type:
+        return map
+
+    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
+        fn, *iterators = self.items
+        row = []
+        for iterator in iterators:
+            item = iterator.next_item(tx)
+            if item is None:
+                return None
+            row.append(item)
+        return fn.call_function(tx, row, {})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class FilterIteratorVariable(IteratorVariable):
+    """``filter(fn, iterator)``: state ``(fn, iterator)``; fn None keeps true items."""
+
+    def python_type(self) -> type:
+        return filter
+
+    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
+        fn, iterator = self.items
+        keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None
+        while (item := iterator.next_item(tx)) is not None:
+            test = item if keep_truthy else fn.call_function(tx, [item], {})
+            if test.truth(tx):
+                return item
+        return None
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ZipIteratorVariable(IteratorVariable):
+    """``zip(*iterators, strict=...)``: state ``(strict, *iterators)``."""
+
+    def python_type(self) -> type:
+        return zip
+
+    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
+        strict, *iterators = self.items
+        if not iterators:
+            return None
+        row = []
+        for i, iterator in enumerate(iterators):
+            item = iterator.next_item(tx)
+            if item is None:
+                if strict.value and (i > 0 or any(it.next_item(tx) for it in iterators[1:])):
+                    raise Unsupported("unsupported_value", "zip(strict=True) of unequal lengths")
+                return None
+            row.append(item)
+        return TupleVariable(tuple(row))
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class EnumerateIteratorVariable(IteratorVariable):
+    """``enumerate(iterator, start)``: state ``(iterator, count)``."""
+
+    def python_type(self) -> type:
+        return enumerate
+
+    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
+        iterator, count = self.state(tx)
+        item = iterator.next_item(tx)
+        if item is None:
+            return None
+        store_contents(tx, self, (iterator, ConstantVariable(count.value + 1)))
+        return TupleVariable((count, item))
+
+
+def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> IteratorVariable:
+    """``iter(iterable)``: iterators are their own iterators; lists iterate live."""
+    if isinstance(iterable, IteratorVariable):
+        return iterable
+    if isinstance(iterable, ListVariable):
+        return ListIteratorVariable.over(iterable)
+    return IteratorVariable(tuple(iterable.unpack_sequence(tx)), mutation_type=NEW_VALUE)

@@ -1,4 +1,4 @@
-"""Building and unpacking containers: tuples, lists, dicts, slices."""
+"""Building and unpacking containers (tuples, lists, dicts, sets, slices) and strings."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 from bytegraph.exc import Unsupported
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import ValueMutationNew
+from bytegraph.variables.builtin import call
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import DictVariable, ListVariable, TupleVariable
+from bytegraph.variables.sets import SetRecipe, SetVariable, _add_each, element
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -54,6 +56,27 @@ def BUILD_SLICE(tx: Tx, inst: Instruction) -> None:
     tx.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
 
 
+@handler("BUILD_SET")
+def BUILD_SET(tx: Tx, inst: Instruction) -> None:
+    """(items*n -- set): an empty set, then each item added in order."""
+    elements = tuple(element(tx, vt) for vt in tx.popn(inst.arg))
+    tx.push(SetVariable.create(SetRecipe.new(_add_each, set, elements)))
+
+
+@handler("SET_ADD")
+def SET_ADD(tx: Tx, inst: Instruction) -> None:
+    """(set ... value -- set ...): a set comprehension's add."""
+    value = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "add", [value], {})
+
+
+@handler("SET_UPDATE")
+def SET_UPDATE(tx: Tx, inst: Instruction) -> None:
+    """(set ... iterable -- set ...): ``{*a, *b}``."""
+    iterable = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "update", [iterable], {})
+
+
 @handler("UNPACK_SEQUENCE")
 def UNPACK_SEQUENCE(tx: Tx, inst: Instruction) -> None:
     """(seq -- items*n in reverse order)"""
@@ -63,6 +86,21 @@ def UNPACK_SEQUENCE(tx: Tx, inst: Instruction) -> None:
             "unsupported_value", f"unpacking {len(items)} values into {inst.arg} (raises in eager)"
         )
     tx.stack.extend(reversed(items))
+
+
+@handler("UNPACK_EX")
+def UNPACK_EX(tx: Tx, inst: Instruction) -> None:
+    """(seq -- after*m list before*n): ``a, *rest, z = seq``; the first item on top."""
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = tx.pop().unpack_sequence(tx)
+    if len(items) < before + after:
+        raise Unsupported(
+            "unsupported_value", f"unpacking {len(items)} values into {before + after}+ (raises)"
+        )
+    split = len(items) - after
+    tx.stack.extend(reversed(items[split:]))
+    tx.push(ListVariable(tuple(items[before:split]), mutation_type=NEW_VALUE))
+    tx.stack.extend(reversed(items[:before]))
 
 
 @handler("LIST_APPEND")
@@ -110,3 +148,24 @@ def DICT_MERGE(tx: Tx, inst: Instruction) -> None:
     if set(mapping.items_now(tx)) & set(target.items_now(tx)):
         raise Unsupported("unsupported_call", "repeated keyword argument (TypeError in eager)")
     target.call_method(tx, "update", [mapping], {})
+
+
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+@handler("FORMAT_VALUE")
+def FORMAT_VALUE(tx: Tx, inst: Instruction) -> None:
+    """([value | value spec] -- str): one ``{value!r:spec}`` of an f-string."""
+    spec = tx.pop() if inst.arg & 0x04 else ConstantVariable("")
+    value = tx.pop()
+    conversion = _CONVERSIONS[inst.arg & 0x03]
+    if conversion is not None:
+        value = call(tx, conversion, value)
+    tx.push(call(tx, format, value, spec))
+
+
+@handler("BUILD_STRING")
+def BUILD_STRING(tx: Tx, inst: Instruction) -> None:
+    """(strings*n -- str): the pieces of an f-string joined."""
+    pieces = tx.popn(inst.arg)
+    tx.push(ConstantVariable("".join(p.as_python_constant() for p in pieces)))
