@@ -10,6 +10,7 @@ time, which need no guard.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import types
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,8 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.guards.guard import GuardKind, TensorSnapshot
-from bytegraph.markers import marking
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.markers import marking
 from bytegraph.variables.base import (
     AttributeMutationExisting,
     ValueMutationExisting,
@@ -44,6 +45,7 @@ from bytegraph.variables.functions import (
     UserFunctionVariable,
 )
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
+from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.tensor import TensorVariable
@@ -52,6 +54,14 @@ from bytegraph.variables.torch import (
     TorchFunctionVariable,
     is_graph_function,
     is_trace_time_function,
+)
+from bytegraph.variables.user_defined import (
+    OBJECT_BUILTINS,
+    DataclassReplaceVariable,
+    ObjectBuiltinVariable,
+    UserDefinedClassVariable,
+    UserDefinedObjectVariable,
+    is_user_class,
 )
 
 if TYPE_CHECKING:
@@ -67,9 +77,34 @@ def wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableT
     cached = output.source_to_var.get(source)
     if cached is not None:
         return cached
-    vt = _wrap(tx, value, source)
+    vt = _tracked(tx, value, source)
+    if vt is None:
+        vt = _wrap(tx, value, source)
+        _track(tx, value, vt)
     output.source_to_var[source] = vt
     return vt
+
+
+def _tracked(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker | None:
+    """The VT of a mutable object already reached through another source (an alias)."""
+    vt = tx.output.side_effects.existing(value)
+    if vt is not None:
+        kind = GuardKind.ID_MATCH if isinstance(value, type) else GuardKind.SAME_OBJECT
+        tx.output.add_guard(kind, source, value if kind is GuardKind.ID_MATCH else vt.source)
+    return vt
+
+
+def _track(tx: InstructionTranslatorBase, value: Any, vt: VariableTracker) -> None:
+    """One VT per mutable object, so every source of it sees the same pending mutations.
+
+    Objects of one type compared by type (lists, dicts, user objects) are also
+    guarded distinct from each other: the trace assumed they do not alias.
+    """
+    if not isinstance(vt.mutation_type, (ValueMutationExisting, AttributeMutationExisting)):
+        return
+    earlier = tx.output.side_effects.track_existing(value, vt)
+    if earlier and (type(value) in (list, dict, set) or isinstance(vt, UserDefinedObjectVariable)):
+        tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(e.source for e in earlier))
 
 
 def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
@@ -101,7 +136,24 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
         frame_set = wrap_frame_set(tx, value, source)
         if frame_set is not None:
             return frame_set
+    user = _wrap_user_object(tx, value, source)
+    if user is not None:
+        return user
     return _wrap_by_identity(tx, value, source)
+
+
+def _wrap_user_object(
+    tx: InstructionTranslatorBase, value: Any, source: Source
+) -> VariableTracker | None:
+    """nn.Modules and instances of plain user classes, guarded by their type."""
+    cls = type(value)
+    if is_traceable_module(value):
+        tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
+        return NNModuleVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
+    if is_user_class(cls) and not isinstance(value, torch.nn.Module):
+        tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
+        return UserDefinedObjectVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
+    return None
 
 
 def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
@@ -119,11 +171,17 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return PythonModuleVariable(value, source=source)
     if is_trace_time_function(value) or is_graph_function(value):
         return TorchFunctionVariable(value, source=source)
+    if any(value is b for b in OBJECT_BUILTINS):
+        return ObjectBuiltinVariable(value, source=source)
+    if value is dataclasses.replace:
+        return DataclassReplaceVariable(source=source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):
         return NamedTupleClassVariable(value, source=source)
     if isinstance(value, type):
+        if is_user_class(value):
+            return UserDefinedClassVariable(value, source=source, mutation_type=EXISTING_OBJECT)
         return ClassVariable(value, source=source)
     if isinstance(value, types.FunctionType):
         if getattr(value, "__module__", "").startswith("torch"):
