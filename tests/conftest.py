@@ -177,6 +177,7 @@ def assert_close_value(actual: Any, expected: Any, path: str = "result") -> None
     assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{path}: {m}")
+        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
     elif isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{path}: length differs"
         for i, (a, e) in enumerate(zip(actual, expected)):

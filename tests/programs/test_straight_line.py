@@ -40,6 +40,15 @@ def test_program_compiles_with_fullgraph(prog: Program, differential) -> None:
     differential.check(prog.fn, compiled, prog.make_inputs())
 
 
+@pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.name)
+def test_program_matches_eager_with_aot_eager(prog: Program, differential) -> None:
+    """The corpus crossed with AOTAutograd: functionalized graphs, mutations copied back."""
+    compiled = differential.compile(prog.fn, backend="aot_eager")
+    differential.check(prog.fn, compiled, prog.make_inputs(), exact=False)
+    differential.check(prog.fn, compiled, prog.make_inputs(), exact=False)
+    assert len(compiled.entries) == 1 and len(compiled.entries[0].graphs) == 1
+
+
 def test_seed_example_graph_is_add_then_mul(differential, counting_backend) -> None:
     def f(x, y):
         z = x + y
