@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import bytecode as bc
+
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import Source
 
@@ -141,6 +143,14 @@ class BoundMethodVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         return self.receiver.call_method(tx, self.name, args, kwargs)
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """``receiver.name``: the same bound method, from the rebuilt receiver."""
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        codegen(self.receiver)
+        codegen.append(bc.Instr("LOAD_ATTR", self.name))
 
     def __repr__(self) -> str:
         return f"BoundMethodVariable({self.receiver!r}.{self.name})"

@@ -38,7 +38,7 @@ from bytegraph.variables.containers import (
     TupleVariable,
     is_namedtuple_class,
 )
-from bytegraph.variables.ctx import wrap_context_manager
+from bytegraph.variables.ctx import GRAD_MODE_CLASSES, wrap_context_manager
 from bytegraph.variables.functions import (
     MarkedFunctionVariable,
     PartialVariable,
@@ -136,6 +136,14 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
         frame_set = wrap_frame_set(tx, value, source)
         if frame_set is not None:
             return frame_set
+    if type(value) in GRAD_MODE_CLASSES or isinstance(value, types.MethodType):
+        # Rebuilt at every graph break: guard the kind of object, not its identity.
+        context = wrap_context_manager(tx, value, source)
+        if context is not None:
+            guard(GuardKind.TYPE_MATCH, source, type(value))
+            if isinstance(value, types.MethodType):
+                guard(GuardKind.ID_MATCH, AttrSource(source, "__func__"), value.__func__)
+            return context
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user
