@@ -27,14 +27,20 @@ from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
-from bytegraph.translate.resume import FrameContext, emit_break, enclosing_loop, live_roots
+from bytegraph.translate.resume import (
+    FrameContext,
+    call_region,
+    emit_break,
+    enclosing_loop,
+    live_roots,
+)
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
     """The frame's initial locals for ``fn(*args, **kwargs)``, as CPython binds them."""
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
@@ -65,7 +71,8 @@ def _translate_with_break(
 ) -> CacheEntry:
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
-    loop = enclosing_loop(decode(fn.__code__), reason.index)
+    decoded = decode(fn.__code__)
+    loop = enclosing_loop(decoded, reason.index) or call_region(decoded, reason.index)
     if loop is not None:
         tx = _translator(fn, frame_values, break_loop=loop)
     else:
