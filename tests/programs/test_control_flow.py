@@ -538,6 +538,69 @@ def while_on_shape(x):
     return x
 
 
+# --- match statements -----------------------------------------------------------------------
+
+
+@add(lambda: (randn(3), (2, 3)))
+def match_sequence_patterns(x, spec):
+    match spec:
+        case (n,):
+            return x * n
+        case (n, m):
+            return x * n + m
+        case [n, *rest]:
+            return x - n - len(rest)
+        case _:
+            return x
+
+
+@add(lambda: (randn(3), [1, 2, 3, 4]))
+def match_star_pattern(x, spec):
+    match spec:
+        case [first, *middle, last]:
+            return x * first + last, middle
+    return x
+
+
+@add(lambda: (randn(3), {"op": "scale", "by": 3.0, "extra": 1}))
+def match_mapping_pattern(x, cmd):
+    match cmd:
+        case {"op": "shift", "by": by}:
+            return x + by
+        case {"op": "scale", "by": by, **rest}:
+            return x * by, rest
+    return x
+
+
+@add(lambda: (randn(3), 2.5))
+def match_class_and_literal_patterns(x, value):
+    match value:
+        case None:
+            return x
+        case True:
+            return x + 100
+        case int(n) | float(n) if n > 1:
+            return x * n
+        case str():
+            return x - 1
+    return -x
+
+
+@add(lambda: (randn(2, 3),))
+def match_on_tensor_metadata(x):
+    match x.shape:
+        case (rows, 3):
+            x = x * rows
+        case _:
+            x = x * 0
+    match x:
+        case torch.Tensor(ndim=2, dtype=torch.float32):
+            return x.t()
+        case [a, b]:
+            return a + b
+    return x
+
+
 # --- the tests -------------------------------------------------------------------------------
 
 
@@ -557,10 +620,13 @@ JUMPS = {
 }
 
 
+MATCHING = {"MATCH_SEQUENCE", "MATCH_MAPPING", "MATCH_KEYS", "MATCH_CLASS", "GET_LEN"}
+
+
 def test_every_jump_opcode_is_exercised() -> None:
     """The corpus covers each jump (JUMP_BACKWARD_NO_INTERRUPT: test_functions' yield from)."""
     used = set().union(*(opnames(p.fn) for p in corpus))
-    assert JUMPS <= used, f"not exercised: {sorted(JUMPS - used)}"
+    assert JUMPS | MATCHING <= used, f"not exercised: {sorted(JUMPS | MATCHING - used)}"
 
 
 # --- guards on what the decisions read: change it, get a new graph that matches eager --------
@@ -654,6 +720,10 @@ def nothing() -> None:
         (for_over_list, (randn(3), [randn(3)] * 3), (randn(3), [randn(3)] * 2)),
         (for_over_dict_keys, (randn(3), {"a": randn(3)}), (randn(3), {"b": randn(3)})),
         (while_on_shape, (randn(8, 2),), (randn(4, 2),)),
+        (match_sequence_patterns, (randn(3), (2, 3)), (randn(3), (5,))),
+        (match_mapping_pattern, (randn(3), {"op": "scale", "by": 2.0}),
+         (randn(3), {"op": "shift", "by": 2.0})),
+        (match_class_and_literal_patterns, (randn(3), 2.5), (randn(3), "s")),
     ],
     ids=lambda v: v.__name__ if callable(v) else "-",
 )

@@ -8,6 +8,7 @@ from bytegraph.translate.ops import (  # noqa: F401
     control,
     functions,
     iter,
+    match,
     names,
     stack,
     stores,

@@ -64,3 +64,17 @@ unsupported_opcode(
     "propagates one (what would raise runs in Python)",
 )
 unsupported_opcode("BEFORE_ASYNC_WITH", "async with: coroutines are not traced")
+
+# Exceptions. A ``try`` costs nothing until something raises (3.11 keeps
+# handlers in the exception table), and the tracer never raises: whatever
+# would raise is unsupported, and the frame runs in Python, where it raises.
+_EXCEPTION_PATH = "runs only while an exception propagates; the tracer never propagates one"
+for _opname in (
+    "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH", "PREP_RERAISE_STAR",
+    "RERAISE",
+):
+    unsupported_opcode(_opname, _EXCEPTION_PATH)
+unsupported_opcode("RAISE_VARARGS", "the program raises: the frame runs in Python, which raises")
+unsupported_opcode(
+    "LOAD_ASSERTION_ERROR", "an assert failed: the frame runs in Python, which raises"
+)

@@ -113,3 +113,6 @@ def _require_generator(tx: Tx) -> None:
 
 
 unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced")
+unsupported_opcode("LOAD_BUILD_CLASS", "a class statement runs a class body: not traced")
+unsupported_opcode("GET_AWAITABLE", "await: coroutines are not traced")
+unsupported_opcode("ASYNC_GEN_WRAP", "async generators are not traced")

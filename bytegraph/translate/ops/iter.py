@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bytegraph.translate.registry import handler
+from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.containers import IteratorVariable
 
@@ -45,3 +45,7 @@ def FOR_ITER(tx: Tx, inst: Instruction) -> None:
         tx.jump(inst.target)
     else:
         tx.push(item)
+
+
+for _opname in ("GET_AITER", "GET_ANEXT", "END_ASYNC_FOR"):
+    unsupported_opcode(_opname, "async for: coroutines are not traced")

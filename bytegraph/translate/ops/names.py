@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource
-from bytegraph.translate.registry import handler
+from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL, VariableTracker
 from bytegraph.variables.builder import wrap, wrap_constant_result
 
@@ -101,3 +101,11 @@ def LOAD_METHOD(tx: Tx, inst: Instruction) -> None:
     method = tx.pop().var_getattr(tx, inst.argval)
     tx.push(NULL)
     tx.push(method)
+
+
+_MODULE_BODIES = "module and class bodies use it; functions use FAST, GLOBAL and DEREF names"
+for _opname in ("LOAD_NAME", "STORE_NAME", "DELETE_NAME", "SETUP_ANNOTATIONS"):
+    unsupported_opcode(_opname, _MODULE_BODIES)
+_IMPORTS = "an import may run module code and changes sys.modules: the frame runs in Python"
+for _opname in ("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR"):
+    unsupported_opcode(_opname, _IMPORTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bytegraph.translate.registry import handler
+from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL
 
 if TYPE_CHECKING:
@@ -43,3 +43,6 @@ def SWAP(tx: Tx, inst: Instruction) -> None:
     """(a ... b -- b ... a)"""
     stack, i = tx.stack, inst.arg
     stack[-i], stack[-1] = stack[-1], stack[-i]
+
+
+unsupported_opcode("PRINT_EXPR", "emitted only for the interactive interpreter's statements")
