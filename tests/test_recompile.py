@@ -313,3 +313,35 @@ def test_nan_scalar_hits_the_cache(differential, counting_backend) -> None:
     differential.check(reciprocal_scaled, compiled, (torch.randn(2), 2.0))
     differential.check(reciprocal_scaled, compiled, (torch.randn(2), float("inf")))
     assert counting_backend.calls == 3
+
+
+def double_and_layout(x):
+    return x * 2, x.is_sparse, x.layout
+
+
+def test_sparse_input_never_takes_an_entry_traced_for_a_strided_one(counting_backend) -> None:
+    """An expanded tensor and a sparse COO one both report strides (0, 0)."""
+    compiled = bytegraph.compile(double_and_layout, backend=counting_backend)
+    expanded = torch.ones(1).expand(3, 3)
+    out, sparse, layout = compiled(expanded)
+    assert torch.equal(out, torch.full((3, 3), 2.0)) and (sparse, layout) == (False, torch.strided)
+    assert counting_backend.calls == 1
+    coo = torch.randn(3, 3).to_sparse()
+    csr = torch.randn(3, 3).to_sparse_csr()
+    for x in (coo, csr):
+        out, sparse, layout = compiled(x)
+        expected, expected_sparse, expected_layout = double_and_layout(x)
+        assert out.layout is expected_layout is layout and sparse is expected_sparse
+        assert torch.equal(out.to_dense(), expected.to_dense())
+    assert counting_backend.calls == 1  # non-strided tensors run as Python
+    compiled(expanded)
+    assert counting_backend.calls == 1
+
+
+def test_input_whose_op_fails_raises_the_eager_error(counting_backend) -> None:
+    q = torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.quint8)
+    with pytest.raises(RuntimeError) as eager:
+        double_and_layout(q)
+    with pytest.raises(RuntimeError) as compiled:
+        bytegraph.compile(double_and_layout, backend=counting_backend)(q)
+    assert str(compiled.value) == str(eager.value)

@@ -81,6 +81,9 @@ class GuardFunctionBuilder:
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
         # a tensor that does not require grad is always a leaf, so only then is it checked.
         leaf = [f"{e}.is_leaf is {snap.is_leaf!r}"] if snap.requires_grad else []
+        # Only a sparse COO tensor reports all-zero strides like an expanded strided one.
+        if all(s == 0 for s in snap.stride):
+            leaf.append(f"{e}.layout is {self.const(torch.strided)}")
         return [
             f"type({e}) is {self.const(snap.tensor_type)}",
             f"{e}.dtype is {self.const(snap.dtype)}",

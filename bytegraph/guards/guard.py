@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import Source
 
 
@@ -37,6 +38,11 @@ class TensorSnapshot:
 
     @staticmethod
     def of(t: torch.Tensor) -> TensorSnapshot:
+        """The snapshot of a strided tensor; Unsupported for any other kind."""
+        if t.layout is not torch.strided or t.is_nested or t.is_quantized:
+            kind = "nested" if t.is_nested else "quantized" if t.is_quantized else str(t.layout)
+            detail = f"a {kind} tensor (only strided ones are traced)"
+            raise Unsupported("unsupported_value", detail)
         return TensorSnapshot(
             type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad,
             t.is_leaf,
