@@ -136,6 +136,11 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
         frame_set = wrap_frame_set(tx, value, source)
         if frame_set is not None:
             return frame_set
+    if _is_container_method(value):
+        # ``d.get`` handed over as a value (e.g. across a graph break): the receiver's method.
+        guard(GuardKind.TYPE_MATCH, source, type(value))
+        receiver = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+        return receiver.var_getattr(tx, value.__name__)
     if type(value) in GRAD_MODE_CLASSES or isinstance(value, types.MethodType):
         # Rebuilt at every graph break: guard the kind of object, not its identity.
         context = wrap_context_manager(tx, value, source)
@@ -148,6 +153,13 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if user is not None:
         return user
     return _wrap_by_identity(tx, value, source)
+
+
+def _is_container_method(value: Any) -> bool:
+    """A builtin method bound to a list, dict or set (``xs.append``, ``d.get``)."""
+    return isinstance(value, types.BuiltinMethodType) and type(
+        getattr(value, "__self__", None)
+    ) in (list, dict, set, collections.OrderedDict, collections.defaultdict)
 
 
 def _wrap_user_object(
