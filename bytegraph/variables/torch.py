@@ -65,6 +65,8 @@ _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
     torch.numel: lambda args: _tensor_arg(args).example.numel(),
     torch.is_grad_enabled: lambda args: torch.is_grad_enabled(),
     torch.get_default_dtype: lambda args: torch.get_default_dtype(),
+    # Fixed for the life of the process, so folding it needs no guard.
+    torch.cuda.is_available: lambda args: torch.cuda.is_available(),
 }
 _CONSTANT_CONSTRUCTORS = frozenset({torch.device, torch.Size, torch.finfo, torch.iinfo,
                                     torch.promote_types, torch.can_cast})

@@ -479,7 +479,8 @@ def finfo_and_iinfo_constants(x, d, a):
 @program(lambda: (randn(3, 4),))
 def device_dependent_constants(x):
     on_cpu = x.device.type == "cpu"
-    return x.to(x.device) * (2 if on_cpu else 3), x.is_cuda, x.device
+    factor = 5 if torch.cuda.is_available() else 7
+    return x.to(x.device) * (2 if on_cpu else 3) + factor, x.is_cuda, x.device
 
 
 @program(lambda: (randn(3, 4), 3, 0.25, True))
