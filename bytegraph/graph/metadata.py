@@ -142,7 +142,12 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
     if "out" in kwargs or getattr(target, "__name__", "").endswith("_"):
         return None
     leaves, spec = pytree.tree_flatten((args, kwargs))
-    parts: list[Any] = [kind, target, spec, torch.is_grad_enabled()]
+    # Global state that changes results: grad mode (requires_grad), the default
+    # dtype (factories, Python scalars) and the default device (factories).
+    parts: list[Any] = [
+        kind, target, spec, torch.is_grad_enabled(), torch.get_default_dtype(),
+        torch.get_default_device(),
+    ]
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             parts.append(spec_of(leaf))
