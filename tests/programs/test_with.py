@@ -393,6 +393,7 @@ def test_set_grad_enabled_without_restore_leaves_mode_like_eager(differential) -
         assert compiled_mode is eager_mode is False
         assert actual.requires_grad is expected.requires_grad is False
         torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    assert len(compiled.entries) == 1, "the entry guards the mode the call began with"
 
 
 def test_global_instance_state_is_replayed(differential) -> None:
@@ -433,7 +434,30 @@ def data_dependent_inside_set_grad(x):
     return y, x * 3
 
 
-@pytest.mark.parametrize("fn", [unsupported_inside_no_grad, data_dependent_inside_set_grad])
+def break_then_unsupported_inside_no_grad(x):
+    y = x * 2
+    print("a graph break before the block", file=_SINK)
+    with torch.no_grad():
+        z = y * 3
+        print("and one inside it", file=_SINK)
+    return z, y * 4
+
+
+def break_then_switch_then_data_dependent(x):
+    y = x * 2
+    print("a graph break before the switch", file=_SINK)
+    torch.set_grad_enabled(False)
+    z = y * 3
+    if z.sum() > 0:
+        z = z + 1
+    torch.set_grad_enabled(True)
+    return z, y * 4
+
+
+@pytest.mark.parametrize("fn", [
+    unsupported_inside_no_grad, data_dependent_inside_set_grad,
+    break_then_unsupported_inside_no_grad, break_then_switch_then_data_dependent,
+])
 def test_aborted_trace_restores_grad_mode(fn, differential) -> None:
     compiled = differential.compile(fn)
     for _ in range(2):
