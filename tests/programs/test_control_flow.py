@@ -447,6 +447,15 @@ def loop_appends_to_input_list(x, out):
     return len(out)
 
 
+@add(lambda: (randn(3), [1, 2, 3]))
+def loop_sees_appends_to_the_list_it_walks(x, steps):
+    for s in steps:
+        if s < 3:
+            steps.append(s + 10)
+        x = x + s
+    return x
+
+
 @add(lambda: (randn(3),))
 def iter_and_next(x):
     it = iter([1, 2, 3])
