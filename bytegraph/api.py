@@ -104,15 +104,37 @@ class CompiledFunction:
 
 
 class CompiledModule(torch.nn.Module):
-    """An nn.Module whose forward runs through a CompiledFunction."""
+    """An nn.Module whose forward runs through a CompiledFunction.
+
+    Calling it is calling the original module: ``type(module).forward`` runs
+    compiled with the module as ``self``. A module with hooks of its own, a
+    global module hook, or a ``forward`` set on the instance runs as plain
+    Python, so hooks run exactly as eager runs them. Attributes the wrapper
+    does not have are the original module's.
+    """
 
     def __init__(self, module: torch.nn.Module, backend: Backend, fullgraph: bool) -> None:
         super().__init__()
         self._orig_mod = module
         self._compiled_forward = CompiledFunction(type(module).forward, backend, fullgraph)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Not nn.Module.__call__: the wrapper's own hook machinery would run hooks twice.
+        return self.forward(*args, **kwargs)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._compiled_forward(self._orig_mod, *args, **kwargs)
+        from bytegraph.variables.nn_module import has_hooks
+
+        module = self._orig_mod
+        if has_hooks(module) or "forward" in module.__dict__:
+            return module(*args, **kwargs)
+        return self._compiled_forward(module, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
 
 
 def compile(

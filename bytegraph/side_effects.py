@@ -83,6 +83,8 @@ class SideEffects:
         self._existing: dict[int, VariableTracker] = {}
         self._existing_by_type: dict[type, list[VariableTracker]] = {}
         self.scope = TOP_SCOPE
+        # New objects whose rebuild is under way (id -> temporary): a cycle reloads them.
+        self.rebuilding: dict[int, str] = {}
 
     # -- objects that existed before the trace ------------------------------
     def existing(self, value: Any) -> VariableTracker | None:

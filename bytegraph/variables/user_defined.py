@@ -522,20 +522,26 @@ class UserDefinedObjectVariable(VariableTracker):
             return
         if self.cls_vt is None:
             raise Unsupported("unsupported_value", f"rebuilding a {self.cls.__qualname__}")
-        codegen.call_const(object.__new__, [self.cls_vt])
-        temp = f"___obj{id(self)}"
-        codegen.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
-        # A value that refers back to this object (``self.me = self``) reloads it.
-        codegen._built[id(self)] = temp
-        for name, value in codegen.side_effects.pending_attrs(self).items():
-            if value is DELETED:
-                continue
-            codegen.append(*assemble.push_null())
-            codegen.load_const(object.__setattr__)
+        rebuilding = codegen.side_effects.rebuilding
+        temp = rebuilding.get(id(self))
+        if temp is not None:  # a cycle back to an object being rebuilt: reload it
             codegen.append(bc.Instr("LOAD_FAST", temp))
-            codegen.load_const(name)
-            codegen(value)
-            codegen.append(*assemble.call(3), bc.Instr("POP_TOP"))
+            return
+        temp = rebuilding[id(self)] = f"___obj{id(self)}"
+        codegen.call_const(object.__new__, [self.cls_vt])
+        codegen.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
+        try:
+            for name, value in codegen.side_effects.pending_attrs(self).items():
+                if value is DELETED:
+                    continue
+                codegen.append(*assemble.push_null())
+                codegen.load_const(object.__setattr__)
+                codegen.append(bc.Instr("LOAD_FAST", temp))
+                codegen.load_const(name)
+                codegen(value)
+                codegen.append(*assemble.call(3), bc.Instr("POP_TOP"))
+        finally:
+            del rebuilding[id(self)]
 
     def __repr__(self) -> str:
         where = "new" if self.is_new else str(self.source)
