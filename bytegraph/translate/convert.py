@@ -31,8 +31,8 @@ from bytegraph.translate.resume import (
     FrameContext,
     call_region,
     emit_break,
-    enclosing_loop,
     live_roots,
+    loop_region,
 )
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
@@ -72,7 +72,7 @@ def _translate_with_break(
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
     decoded = decode(fn.__code__)
-    loop = enclosing_loop(decoded, reason.index) or call_region(decoded, reason.index)
+    loop = loop_region(decoded, reason.index) or call_region(decoded, reason.index)
     if loop is not None:
         tx = _translator(fn, frame_values, break_loop=loop)
     else:

@@ -50,7 +50,8 @@ _CONDITIONAL_JUMPS = frozenset(
     name for name in dis.opmap if "JUMP" in name and ("_IF_" in name)
 )
 # (pops, pushes) of the instructions a break may run in Python; others refuse.
-_STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int]]] = {
+# ``pushes`` is a count of values, or per pushed slot (bottom first) whether it is a NULL.
+_STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] = {
     "CALL": lambda arg: (arg + 2, 1),
     "CALL_FUNCTION_EX": lambda arg: (3 + (arg & 1), 1),
     "BINARY_OP": lambda arg: (2, 1),
@@ -69,9 +70,45 @@ _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int]]] = {
     "DELETE_SUBSCR": lambda arg: (2, 0),
     "GET_ITER": lambda arg: (1, 1),
     "UNPACK_SEQUENCE": lambda arg: (1, arg),
+    "UNPACK_EX": lambda arg: (1, (arg & 0xFF) + (arg >> 8) + 1),
     "FORMAT_VALUE": lambda arg: (1 + ((arg & 0x04) == 0x04), 1),
     "BUILD_STRING": lambda arg: (arg, 1),
+    "BUILD_TUPLE": lambda arg: (arg, 1),
+    "BUILD_LIST": lambda arg: (arg, 1),
+    "BUILD_SET": lambda arg: (arg, 1),
+    "BUILD_MAP": lambda arg: (2 * arg, 1),
+    "BUILD_CONST_KEY_MAP": lambda arg: (arg + 1, 1),
+    "BUILD_SLICE": lambda arg: (arg, 1),
+    "LIST_TO_TUPLE": lambda arg: (1, 1),
+    # These also read the container ``arg`` slots down, which is on the real stack too.
+    "LIST_APPEND": lambda arg: (1, 0),
+    "SET_ADD": lambda arg: (1, 0),
+    "MAP_ADD": lambda arg: (2, 0),
+    "LIST_EXTEND": lambda arg: (1, 0),
+    "SET_UPDATE": lambda arg: (1, 0),
+    "DICT_UPDATE": lambda arg: (1, 0),
+    "DICT_MERGE": lambda arg: (1, 0),
+    "GET_LEN": lambda arg: (1, 2),
+    "MATCH_MAPPING": lambda arg: (1, 2),
+    "MATCH_SEQUENCE": lambda arg: (1, 2),
+    "MATCH_KEYS": lambda arg: (2, 3),
+    "MATCH_CLASS": lambda arg: (3, 1),
+    "LOAD_GLOBAL": lambda arg: (0, (True, False) if arg & 1 else (False,)),
+    "STORE_GLOBAL": lambda arg: (1, 0),
+    "DELETE_GLOBAL": lambda arg: (0, 0),
+    "LOAD_DEREF": lambda arg: (0, 1),
+    "STORE_DEREF": lambda arg: (1, 0),
+    "IMPORT_NAME": lambda arg: (2, 1),
+    "IMPORT_FROM": lambda arg: (1, 2),  # the module stays, the name goes on top
+    "LOAD_BUILD_CLASS": lambda arg: (0, 1),
+    "LOAD_ASSERTION_ERROR": lambda arg: (0, 1),
 }
+# Instructions that never continue: a break there runs them and resumes nowhere.
+_NO_EXIT = frozenset({"RAISE_VARARGS"})
+# What may follow a break's instruction and run in Python with it, so that a value it
+# produced and the program drops or stores never becomes a resume function's input
+# (a float from ``time.time()`` would be guarded by value there, missing every call).
+_ABSORBED = frozenset({"STORE_FAST", "POP_TOP"})
 _JUMP_EFFECTS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     # opname family -> ((pops, pushes) falling through, (pops, pushes) jumping)
     "POP_JUMP": ((1, 0), (1, 0)),
@@ -199,6 +236,60 @@ def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
     return None if (start, end) == (index, index) else (start, end)
 
 
+def loop_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
+    """What runs in Python for a break inside a loop: the outermost loop around ``index``.
+
+    A ``for`` loop starts with the expression of its iterable: at FOR_ITER the
+    iterator is on the stack, and an iterator the trace built (``enumerate``,
+    ``zip``, ``map``) may have no Python form to hand over, so the region
+    begins where the iterable's evaluation does, when that is straight-line code.
+    """
+    loop = enclosing_loop(decoded, index)
+    if loop is None:
+        return None
+    start, end = loop
+    instructions = decoded.instructions
+    if instructions[start].opname != "FOR_ITER" or instructions[start - 1].opname != "GET_ITER":
+        return loop
+    targets = {inst.target for inst in instructions if inst.target is not None}
+    depth = 1  # the iterator, after GET_ITER
+    for i in range(start - 1, 0, -1):
+        inst = instructions[i]
+        if inst.target is not None or inst.opname in ("RESUME", "NOP"):
+            break
+        depth -= dis.stack_effect(inst.opcode, inst.arg)
+        if depth <= 0:
+            return (i, end) if depth == 0 else loop
+        if i in targets:  # reached from elsewhere: not one straight-line expression
+            break
+    return loop
+
+
+def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
+    """(LOAD_METHOD, its CALL[, a STORE_FAST or POP_TOP of the result]) for a break there.
+
+    LOAD_METHOD leaves a method and its receiver, or a NULL and a bound method,
+    and which one only Python knows; no resume function could take either
+    layout. So the whole call, arguments included, runs in Python instead,
+    with the store of its result when one follows. None if the arguments
+    contain a jump (the call is then no straight line).
+    """
+    instructions = decoded.instructions
+    if instructions[index].opname != "LOAD_METHOD":
+        return None
+    depth = 0
+    for inst in instructions[index:]:
+        if inst.target is not None or inst.opname in ("RETURN_VALUE", "RAISE_VARARGS"):
+            return None
+        depth += dis.stack_effect(inst.opcode, inst.arg)
+        if depth <= 0:
+            after = inst.index + 1
+            if after < len(instructions) and instructions[after].opname in _ABSORBED:
+                return index, after
+            return index, inst.index
+    return None
+
+
 def _is_with_cleanup(decoded: DecodedCode, handler: int) -> bool:
     following = decoded.instructions[handler : handler + 3]
     return any(inst.opname == "WITH_EXCEPT_START" for inst in following)
@@ -246,6 +337,7 @@ class BreakPlan:
     live: dict[int, tuple[str, ...]]  # exit index -> bound locals read from there on
     region: tuple[int, int] | None = None  # a loop run in Python: first and last index
     entry_live: tuple[str, ...] = ()  # bound locals the region itself may read
+    absorbed: tuple[Instruction, ...] = ()  # STORE_FAST/POP_TOP run in Python after ``inst``
 
     def needed_locals(self) -> list[str]:
         """Bound locals that code run after the graph may read."""
@@ -261,22 +353,50 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     stack = tuple(tx.stack)
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
     exits = []
-    for label, target, (pops, pushes) in _exits(inst):
+    for label, target, (pops, pushed) in _exits(inst):
         if pops > len(stack):
             raise Unsupported("unsupported_opcode", f"{inst.opname} pops below the stack")
-        exits.append((label, target, nulls[: len(stack) - pops] + (False,) * pushes))
+        exits.append((label, target, nulls[: len(stack) - pops] + pushed))
     bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
     bound.update({name: None for name in tx.frame_values if name not in bound})
+    absorbed: tuple[Instruction, ...] = ()
+    if len(exits) == 1 and exits[0][0] is None:
+        _, target, layout = exits[0]
+        absorbed = _absorbed(tx.instructions, target, layout)
+        for stored in absorbed:
+            if stored.opname == "STORE_FAST":
+                bound[stored.argval] = None  # in its slot once the Python part ran
+        exits = [(None, target + len(absorbed), layout[: len(layout) - len(absorbed)])]
     live = {
         target: tuple(sorted(live_locals(tx.code, target) & set(bound))) for _, target, _ in exits
     }
     return BreakPlan(
-        inst, stack, bound, tx.kw_names, tuple(exits), _callee_slot(inst, stack), live
+        inst, stack, bound, tx.kw_names, tuple(exits), _callee_slot(inst, stack), live,
+        absorbed=absorbed,
     )
+
+
+def _absorbed(
+    instructions: tuple[Instruction, ...], start: int, layout: tuple[bool, ...]
+) -> tuple[Instruction, ...]:
+    """The STORE_FAST / POP_TOP run right after a break's instruction, from ``start``."""
+    taken: list[Instruction] = []
+    depth = len(layout)
+    while (
+        start + len(taken) < len(instructions)
+        and instructions[start + len(taken)].opname in _ABSORBED
+        and depth > 0 and not layout[depth - 1]
+    ):
+        taken.append(instructions[start + len(taken)])
+        depth -= 1
+    return tuple(taken)
 
 
 def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPlan:
     """Run the loop ``loop`` in Python: the graph ends at its header.
+
+    (A call region from ``call_region`` is planned the same way: a stretch of
+    code, entered at its first instruction, that runs as Python.)
 
     Each exit of the loop resumes in a compiled function, unless a local that
     is read after the loop might be unbound there (assigned only inside the
@@ -295,6 +415,8 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     region = decoded.instructions[start : end + 1]
     assigned = {i.argval for i in region if i.opname in ("STORE_FAST", "DELETE_FAST")}
     maybe_unbound = assigned - {n for n in bound if n not in _deleted(region)}
+    if all(i.target is None for i in region):  # straight line: every store happens
+        maybe_unbound = _deleted(region)
     depths = _exit_depths(decoded, start, end, len(stack))
     exits, live = [], {}
     for target, depth in depths.items():
@@ -355,15 +477,23 @@ def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -
     return exits
 
 
-def _exits(inst: Instruction) -> list[tuple[bc.Label | None, int, tuple[int, int]]]:
+def _exits(inst: Instruction) -> list[tuple[bc.Label | None, int, tuple[int, tuple[bool, ...]]]]:
+    """(label, target, (pops, pushed slots' NULL flags)) for each way out of ``inst``."""
     if inst.opname in _CONDITIONAL_JUMPS:
         family = "POP_JUMP" if inst.opname.startswith("POP_JUMP") else "JUMP_IF"
-        fall, jump = _JUMP_EFFECTS[family]
-        return [(None, inst.index + 1, fall), (bc.Label(), inst.target, jump)]
+        (fall_pops, fall_pushes), (jump_pops, jump_pushes) = _JUMP_EFFECTS[family]
+        return [
+            (None, inst.index + 1, (fall_pops, (False,) * fall_pushes)),
+            (bc.Label(), inst.target, (jump_pops, (False,) * jump_pushes)),
+        ]
+    if inst.opname in _NO_EXIT:
+        return []
     effect = _STACK_EFFECTS.get(inst.opname)
     if effect is None:
         raise Unsupported("unsupported_opcode", f"cannot break the graph at {inst.opname}")
-    return [(None, inst.index + 1, effect(inst.arg or 0))]
+    pops, pushes = effect(inst.arg or 0)
+    pushed = (False,) * pushes if isinstance(pushes, int) else pushes
+    return [(None, inst.index + 1, (pops, pushed))]
 
 
 def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
@@ -394,6 +524,10 @@ def emit_break(
     """The tail of the transformed code for a break described by ``plan``."""
 
     def emit(codegen: PyCodegen) -> None:
+        if plan.inst.lineno is not None:
+            # What runs from here on is the user's line: tracebacks and code that
+            # inspects its caller (logging's findCaller) see the line that broke.
+            codegen.append(bc.SetLineno(plan.inst.lineno))
         # Rebuild every value first, store afterwards: a store must not change what
         # a later rebuild reads (``x, y = y, x`` before the break).
         targets = []
@@ -418,6 +552,7 @@ def emit_break(
             codegen.append(load)
         if plan.region is None:
             _emit_instruction(codegen, plan)
+            codegen.append(*(bc.Instr(i.opname, _abstract_arg(i)) for i in plan.absorbed))
         else:
             _emit_region(codegen, tx.code, plan)
         for label, target, nulls in plan.exits:
@@ -521,6 +656,10 @@ def _abstract_arg(inst: Instruction) -> Any:
         return bc.BinaryOp(inst.arg)
     if opcode in dis.hascompare:
         return bc.Compare(inst.arg)
+    if inst.opname == "LOAD_GLOBAL":
+        return (bool(inst.arg & 1), inst.argval)
+    if opcode in dis.hasfree:  # frames owning cells refuse breaks: only free variables
+        return bc.FreeVar(inst.argval)
     if opcode in dis.hasconst or opcode in dis.hasname or opcode in dis.haslocal:
         return inst.argval
     return inst.arg if inst.arg is not None else bc.UNSET
