@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 MAX_YIELDS = 10_000
 
+# The generator frames of each trace, by its OutputGraph.
+_frames: weakref.WeakKeyDictionary[Any, list[SuspendedFrame]] = weakref.WeakKeyDictionary()
+
 
 class SuspendedFrame:
     """A generator's inlined frame, paused before its first instruction or at a yield."""
@@ -41,10 +45,30 @@ class SuspendedFrame:
         self.translator = translator
         self.started = False
         self.yields = 0
+        _frames.setdefault(translator.output, []).append(self)
 
     @property
     def finished(self) -> bool:
         return self.translator.instruction_pointer is None
+
+    def paused_in_handler_scope(self) -> bool:
+        """Paused at a yield that a with/try covers: closing it would run code."""
+        if not self.started or self.finished:
+            return False
+        child = self.translator
+        return child.decoded.handler_for(child.instruction_pointer - 1) is not None
+
+
+def refuse_abandoned_generators(output: Any) -> None:
+    """Unsupported if a generator of this trace is left paused inside a with/try block."""
+    for frame in _frames.get(output, ()):
+        if frame.paused_in_handler_scope():
+            name = frame.translator.code.co_qualname
+            raise Unsupported(
+                "unsupported_call",
+                f"generator {name} left paused inside a with/try block: closing it when it "
+                "is collected runs its exit code at a time the trace cannot know",
+            )
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -186,6 +186,13 @@ def running_total(xs):
     return total
 
 
+def guarded_items(log, xs):
+    try:
+        yield from xs
+    finally:
+        log.append("closed")
+
+
 def delegate_with_result(xs):
     total = yield from running_total(xs)
     yield total * 10
@@ -585,6 +592,13 @@ def yield_from_result_value(xs):
     return list(delegate_with_result(xs))
 
 
+@add(lambda: ([randn(3), randn(3)], []))
+def generator_with_finally_consumed(xs, log):
+    out = [x * 2 for x in guarded_items(log, xs)]
+    log.append("after")
+    return out
+
+
 # --- the tests -------------------------------------------------------------------------------
 
 
@@ -691,3 +705,30 @@ def test_compiling_a_wraps_decorated_function_directly(differential, counting_ba
     differential.check(logged_square, compiled, x3())
     differential.check(logged_square, compiled, x3())
     assert counting_backend.calls == 1
+
+
+def returns_from_inside_generator_loop(xs, log):
+    for x in guarded_items(log, xs):
+        return x * 2
+    return None
+
+
+def test_generator_abandoned_inside_try_finally_runs_like_eager(differential) -> None:
+    """The dropped generator's ``finally`` runs when it is collected, in eager and compiled."""
+    compiled = differential.compile(returns_from_inside_generator_loop)
+    for _ in range(2):
+        differential.check(returns_from_inside_generator_loop, compiled, ([randn(3)], []))
+
+
+def keywords_from_a_dict(**kwargs):
+    return len(kwargs)
+
+
+def test_non_string_keywords_raise_like_eager(differential) -> None:
+    def f(x):
+        return x * keywords_from_a_dict(**{1: 2})
+
+    with pytest.raises(TypeError, match="keywords must be strings"):
+        f(randn(3))
+    with pytest.raises(TypeError, match="keywords must be strings"):
+        differential.compile(f)(randn(3))

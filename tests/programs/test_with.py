@@ -279,6 +279,19 @@ def calls_helper_with_block(x, w):
     return helper_with_block(x, w)
 
 
+def no_grad_generator(x):
+    with torch.no_grad():
+        yield x * 2
+        yield x * 3
+    yield x * 4
+
+
+@add(x_leaf)
+def generator_with_no_grad_block(x):
+    """Grad mode stays off while the generator is paused inside its block, as in eager."""
+    return [y * x for y in no_grad_generator(x)]
+
+
 # --- the tests -------------------------------------------------------------------------------
 
 
@@ -502,3 +515,18 @@ def test_with_opcodes_are_exercised() -> None:
     used = set().union(*(opnames(p.fn) for p in corpus))
     assert {"BEFORE_WITH", "CALL", "POP_TOP"} <= used
     assert "BEFORE_WITH" in opnames(no_grad_helper)  # the decorator's wrapper is traced
+
+
+def abandons_generator_inside_no_grad(x):
+    for y in no_grad_generator(x):  # noqa: B007 (y is the point)
+        break
+    return y, x * 5
+
+
+def test_generator_abandoned_inside_no_grad_runs_like_eager(differential) -> None:
+    """Eager restores grad mode when the dropped generator is closed: no trace can time that."""
+    compiled = differential.compile(abandons_generator_inside_no_grad)
+    for _ in range(2):
+        out = differential.check(abandons_generator_inside_no_grad, compiled, x_leaf())
+        assert torch.is_grad_enabled()
+    assert out[1].requires_grad

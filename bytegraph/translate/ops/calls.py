@@ -50,4 +50,6 @@ def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
         if not isinstance(kwargs_vt, DictVariable):
             raise Unsupported("unsupported_value", f"** of a {kwargs_vt}")
         kwargs = dict(kwargs_vt.items_now(tx))
+        if not all(isinstance(name, str) for name in kwargs):
+            raise Unsupported("unsupported_call", "keywords must be strings (TypeError in eager)")
     tx.push(fn.call_function(tx, args_vt.unpack_sequence(tx), kwargs))
