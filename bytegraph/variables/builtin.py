@@ -17,6 +17,8 @@ from __future__ import annotations
 import builtins
 import collections
 import dataclasses
+import functools
+import math
 import operator
 import types
 from collections.abc import Callable
@@ -52,6 +54,10 @@ _BUILTIN_TYPES = frozenset({
 _DESCRIPTOR_TYPES = (
     types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
 )
+# Pure functions of other C modules.
+_PURE_FUNCTIONS = frozenset({functools.reduce})
+# Functions that consume an iterable argument: an iterator is folded as its items.
+_CONSUMERS = frozenset({math.prod, math.fsum})
 
 # Operators that, given a tensor operand, are recorded as one graph node.
 TENSOR_OPERATORS = frozenset({
@@ -84,8 +90,12 @@ def is_builtin_callable(value: Any) -> bool:
         return is_constant_value(value.__reduce__()[1])
     if isinstance(value, _DESCRIPTOR_TYPES):
         return value.__objclass__ in _BUILTIN_TYPES
+    if isinstance(value, types.MethodWrapperType):  # (2).__add__
+        return is_constant_value(value.__self__)
     if not isinstance(value, types.BuiltinFunctionType):
         return False
+    if value in _PURE_FUNCTIONS:
+        return True
     owner = value.__self__
     if isinstance(owner, types.ModuleType):
         if owner.__name__ == "builtins":
@@ -174,6 +184,8 @@ def fold(
     from bytegraph.variables.builder import wrap_constant_result
     from bytegraph.variables.containers import is_python_constant_now, python_constant
 
+    if _consumes_iterables(fn):
+        args = [_materialized(tx, a) for a in args]
     every = [*args, *kwargs.values()]
     if not all(is_python_constant_now(tx, a) for a in every):
         raise Unsupported("unsupported_call", f"{_name(fn)} on {args}")
@@ -191,6 +203,22 @@ def fold(
     if mutable and not is_constant_value(result):  # it may be (or hold) a copied argument
         raise Unsupported("unsupported_call", f"{_name(fn)} returned a mutable value")
     return wrap_constant_result(result)
+
+
+def _consumes_iterables(fn: Any) -> bool:
+    """``"-".join(gen)``, ``math.prod(it)``: the call runs the iterator to its end."""
+    if fn in _CONSUMERS:
+        return True
+    owner = getattr(fn, "__self__", None)
+    return getattr(fn, "__name__", None) == "join" and isinstance(owner, (str, bytes))
+
+
+def _materialized(tx: InstructionTranslatorBase, vt: VariableTracker) -> VariableTracker:
+    from bytegraph.variables.containers import IteratorVariable, TupleVariable
+
+    if isinstance(vt, IteratorVariable):
+        return TupleVariable(tuple(vt.unpack_sequence(tx)))
+    return vt
 
 
 # -- operators on containers ----------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import functools
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from bytegraph.variables.containers import (
     IteratorVariable,
     ListVariable,
     MapIteratorVariable,
+    TraceTimeKey,
     TupleVariable,
     ZipIteratorVariable,
     is_python_constant_now,
@@ -108,14 +110,17 @@ def _hasattr(tx: Tx, args, kwargs) -> VariableTracker:
 
 
 def _known_absent(obj: VariableTracker, name: str) -> bool:
+    """True if ``obj`` certainly has no attribute ``name`` (so getattr's default applies)."""
+    from bytegraph.variables.containers import BaseSequenceVariable, DictVariable
+    from bytegraph.variables.sets import SetVariable
+
     if obj.is_python_constant():
         return not hasattr(obj.as_python_constant(), name)
-    try:  # a container's attributes are its type's
-        cls = obj.python_type()
-    except Unsupported:
+    if not isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, IteratorVariable)):
         return False
-    containers = (list, tuple, dict, set, type(iter(())))
-    return cls in containers and not hasattr(cls, name)
+    cls = obj.python_type()  # instances without a __dict__: their attributes are the type's
+    fields = getattr(cls, "_fields", ())
+    return cls.__dictoffset__ == 0 and not hasattr(cls, name) and name not in fields
 
 
 def _callable(tx: Tx, args, kwargs) -> VariableTracker:
@@ -295,9 +300,10 @@ def _min_max(pick: Any):
                 raise Unsupported("unsupported_value", f"{pick.__name__}() of nothing (raises)")
             return default
         keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
-        if not all(is_python_constant_now(tx, k) for k in keys):
-            raise Unsupported("data_dependent", f"{pick.__name__}() compares non-constants")
-        values = [python_constant(tx, k) for k in keys]
+        if all(is_python_constant_now(tx, k) for k in keys):
+            values: list[Any] = [python_constant(tx, k) for k in keys]
+        else:  # compared at trace time item by item; a tensor comparison is unsupported
+            values = [TraceTimeKey(tx, k) for k in keys]
         better = operator.gt if pick is max else operator.lt
         best = 0
         for i in range(1, len(values)):  # strictly better only: the first extreme wins
@@ -324,6 +330,18 @@ def _sorted(tx: Tx, args, kwargs) -> VariableTracker:
         raise Unsupported("unsupported_call", "sorted() with unexpected arguments")
     items = sort_items(tx, _items(tx, args[0]), kwargs.get("key"), kwargs.get("reverse"))
     return ListVariable(tuple(items), mutation_type=NEW_VALUE)
+
+
+def _reduce(tx: Tx, args, kwargs) -> VariableTracker:
+    if kwargs or not 2 <= len(args) <= 3:
+        raise Unsupported("unsupported_call", "functools.reduce with unexpected arguments")
+    fn, iterator = args[0], iterate(tx, args[1])
+    total = args[2] if len(args) == 3 else iterator.next_item(tx)
+    if total is None:
+        raise Unsupported("unsupported_value", "reduce() of an empty iterable (TypeError)")
+    while (item := iterator.next_item(tx)) is not None:
+        total = fn.call_function(tx, [total, item], {})
+    return total
 
 
 def _abs(tx: Tx, args, kwargs) -> VariableTracker:
@@ -425,6 +443,7 @@ HANDLERS: dict[Any, Any] = {
     builtins.any: _any_all(True),
     builtins.all: _any_all(False),
     builtins.sorted: _sorted,
+    functools.reduce: _reduce,
     operator.itemgetter: _make_getter(operator.itemgetter),
     operator.attrgetter: _make_getter(operator.attrgetter),
     operator.methodcaller: _make_getter(operator.methodcaller),

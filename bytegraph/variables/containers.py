@@ -49,6 +49,10 @@ def _refuse_if_mutated(vt: VariableTracker) -> None:
         raise Unsupported("unsupported_value", f"{vt} was mutated: read it with the translator")
 
 
+def _is_none(vt: VariableTracker) -> bool:
+    return vt.is_python_constant() and vt.as_python_constant() is None
+
+
 def method_of(container: VariableTracker, name: str) -> VariableTracker:
     if not callable(getattr(container.python_type(), name, None)):
         raise Unsupported(
@@ -162,8 +166,9 @@ class BaseSequenceVariable(VariableTracker):
     ) -> VariableTracker:
         items = self.items_now(tx)
         if name == "index" and 1 <= len(args) <= 3 and not kwargs:
-            bounds = slice(*(_index(a) for a in args[1:]))
-            for i in range(len(items))[bounds]:
+            bounds = [_index(a) for a in args[1:]]  # index(value, start=0, stop=len)
+            window = slice(*bounds) if len(bounds) == 2 else slice(*bounds[:1], None)
+            for i in range(len(items))[window]:
                 if equal_now(tx, items[i], args[0]):
                     return ConstantVariable(i)
             raise Unsupported("unsupported_value", "index: value not present (raises in eager)")
@@ -350,18 +355,43 @@ def sort_items(
     key: VariableTracker | None,
     reverse: VariableTracker | None,
 ) -> list[VariableTracker]:
-    """``sorted(items, key=key, reverse=reverse)`` on keys known at trace time."""
-    no_key = key is None or (key.is_python_constant() and key.as_python_constant() is None)
+    """``sorted(items, key=key, reverse=reverse)``, comparing as CPython does (``<``).
+
+    Keys that are constants sort directly; others (tuples holding tensors, say)
+    compare item by item, so ``sorted(d.items())`` with distinct keys never
+    looks at the values.
+    """
+    no_key = key is None or _is_none(key)
     keys = items if no_key else [key.call_function(tx, [i], {}) for i in items]
-    if not all(is_python_constant_now(tx, k) for k in keys):
-        raise Unsupported("data_dependent", "sorting by values unknown at trace time")
-    values = [python_constant(tx, k) for k in keys]
     flip = bool(reverse.as_python_constant()) if reverse is not None else False
+    if all(is_python_constant_now(tx, k) for k in keys):
+        values: list[Any] = [python_constant(tx, k) for k in keys]
+    else:
+        values = [TraceTimeKey(tx, k) for k in keys]
     try:
         order = sorted(range(len(items)), key=values.__getitem__, reverse=flip)
     except TypeError as e:
         raise Unsupported("unsupported_value", f"sorting raised TypeError: {e}") from None
     return [items[i] for i in order]
+
+
+class TraceTimeKey:
+    """A sort key comparing two VTs with ``<`` at trace time (Unsupported if unknown)."""
+
+    __slots__ = ("tx", "vt")
+
+    def __init__(self, tx: InstructionTranslatorBase, vt: VariableTracker) -> None:
+        self.tx, self.vt = tx, vt
+
+    def __lt__(self, other: TraceTimeKey) -> bool:
+        from bytegraph.variables.builtin import call
+
+        return call(self.tx, operator.lt, self.vt, other.vt).truth(self.tx)
+
+    def __gt__(self, other: TraceTimeKey) -> bool:
+        from bytegraph.variables.builtin import call
+
+        return call(self.tx, operator.gt, self.vt, other.vt).truth(self.tx)
 
 
 def _list_sort(tx, items: list, key: VariableTracker | None = None,
@@ -521,10 +551,6 @@ class DictVariable(VariableTracker):
             codegen.load_const(key)
             codegen(value)
         codegen.append(bc.Instr("BUILD_MAP", len(items)))
-
-
-def _is_none(vt: VariableTracker) -> bool:
-    return vt.is_python_constant() and vt.as_python_constant() is None
 
 
 def _key(vt: VariableTracker) -> Any:
