@@ -86,7 +86,9 @@ class BaseFunctionVariable(VariableTracker):
     def f_globals(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def defaults(self, tx: InstructionTranslatorBase) -> tuple[list[VariableTracker], dict[str, VariableTracker]]:
+    def defaults(
+        self, tx: InstructionTranslatorBase
+    ) -> tuple[list[VariableTracker], dict[str, VariableTracker]]:
         raise NotImplementedError
 
     def cells(self, tx: InstructionTranslatorBase) -> dict[str, CellVariable]:
@@ -94,6 +96,9 @@ class BaseFunctionVariable(VariableTracker):
 
     def python_type(self) -> type:
         return types.FunctionType
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return True  # a function is always true
 
     def call_function(
         self,
@@ -133,7 +138,8 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def defaults(self, tx):
         positional = [
-            self._default(tx, "__defaults__", i, v) for i, v in enumerate(self.fn.__defaults__ or ())
+            self._default(tx, "__defaults__", i, v)
+            for i, v in enumerate(self.fn.__defaults__ or ())
         ]
         keyword = {
             k: self._default(tx, "__kwdefaults__", k, v)
@@ -190,6 +196,20 @@ class NestedFunctionVariable(BaseFunctionVariable):
     def cells(self, tx):
         return dict(zip(self.fn_code.co_freevars, self.closure))
 
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        """What MAKE_FUNCTION fixed for good: names, module and code."""
+        from bytegraph.variables.constant import ConstantVariable
+
+        known = {
+            "__name__": self.fn_code.co_name,
+            "__qualname__": self.qualname,
+            "__module__": self.globals_dict.get("__name__"),
+            "__code__": self.fn_code,
+        }
+        if name not in known:
+            raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+        return ConstantVariable(known[name])
+
     def reconstruct(self, codegen: PyCodegen) -> None:
         """A function escaping the trace is rebuilt only if it has no closure."""
         if self.closure:
@@ -219,8 +239,19 @@ class PartialVariable(VariableTracker):
     def python_type(self) -> type:
         return functools.partial
 
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return True
+
     def call_function(self, tx, args, kwargs):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """``functools.partial(fn, *args, **kwargs)`` again (or the original, by its source)."""
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        parts = [self.fn, TupleVariable(self.args), DictVariable(dict(self.kwargs))]
+        codegen.call_const(_rebuild_partial, parts)
 
     def var_getattr(self, tx, name):
         if name == "func":
@@ -230,6 +261,10 @@ class PartialVariable(VariableTracker):
         if name == "keywords":
             return DictVariable(dict(self.kwargs))
         raise Unsupported("unsupported_value", f"partial attribute {name!r}")
+
+
+def _rebuild_partial(fn: Any, args: tuple, kwargs: dict) -> functools.partial:
+    return functools.partial(fn, *args, **kwargs)
 
 
 

@@ -411,6 +411,23 @@ def closure_cell_shared_by_two_functions(x):
     return a, x * get()
 
 
+@add(lambda: (randn(3), None))
+def functions_are_true(x, callback):
+    callback = callback or (lambda y: y * 3)
+    local = functools.partial(scaled, shift=1.0)
+    if callback and local and affine:
+        x = callback(x)
+    return local(x)
+
+
+@add(x3)
+def nested_function_attributes(x):
+    def inner():
+        pass
+
+    return x * len(inner.__name__), inner.__qualname__, inner.__module__
+
+
 # --- lambdas, partial, wraps ---------------------------------------------------------------
 
 
