@@ -44,6 +44,7 @@ class StateProgram:
     class_attrs: tuple[tuple[type, str], ...] = ()
     factory: bool = False  # fn() builds the function to run (a fresh closure per side)
     entries: int = 1
+    fullgraph: bool | None = None  # also compile with fullgraph=True (default: if one graph)
 
     @property
     def name(self) -> str:
@@ -256,7 +257,8 @@ def check_state_program(prog: StateProgram, counting_backend: Any, backend: Any 
     assert len(compiled.entries) == prog.entries, (
         f"expected {prog.entries} cache entr(ies), got {len(compiled.entries)}"
     )
-    if prog.graphs == 1 and backend is None:
+    fullgraph = prog.graphs == 1 if prog.fullgraph is None else prog.fullgraph
+    if fullgraph and backend is None:
         full_fn = build(prog)
         full = bytegraph.compile(full_fn, backend="eager", fullgraph=True)
         actual = run_twice(prog, full_fn, full, inputs, initial)

@@ -697,10 +697,24 @@ def test_distinct_objects_then_aliased_recompiles(counting_backend) -> None:
 
     compiled = bytegraph.compile(f, backend=counting_backend)
     x = torch.ones(3)
-    assert compiled(x, Box(1.0), Box(2.0)).tolist() == [2.0, 2.0, 2.0]
-    shared = Box(1.0)
+    assert compiled(x, Box(1.0), Box(1.0)).tolist() == [1.0, 1.0, 1.0]
+    shared = Box(1.0)  # every guard on types and values would pass
     assert compiled(x, shared, shared).tolist() == [5.0, 5.0, 5.0]
     assert shared.value == 5.0
+    assert len(compiled.entries) == 2
+
+
+def test_distinct_lists_then_aliased_recompiles(counting_backend) -> None:
+    def f(x, a, b):
+        a.append(1)
+        return x * len(b)
+
+    compiled = bytegraph.compile(f, backend=counting_backend)
+    x = torch.ones(3)
+    assert compiled(x, [0], [0]).tolist() == [1.0] * 3
+    shared = [0]
+    assert compiled(x, shared, shared).tolist() == [2.0] * 3
+    assert shared == [0, 1]
     assert len(compiled.entries) == 2
 
 
