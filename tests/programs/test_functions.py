@@ -730,11 +730,14 @@ def returns_from_inside_generator_loop(xs, log):
     return None
 
 
-def test_generator_abandoned_inside_try_finally_runs_like_eager(differential) -> None:
+def test_generator_abandoned_inside_try_finally_runs_like_eager(
+    differential, counting_backend
+) -> None:
     """The dropped generator's ``finally`` runs when it is collected, in eager and compiled."""
     compiled = differential.compile(returns_from_inside_generator_loop)
     for _ in range(2):
         differential.check(returns_from_inside_generator_loop, compiled, ([randn(3)], []))
+    assert counting_backend.calls == 0, "the frame runs as Python"
 
 
 def keywords_from_a_dict(**kwargs):

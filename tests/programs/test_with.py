@@ -523,10 +523,13 @@ def abandons_generator_inside_no_grad(x):
     return y, x * 5
 
 
-def test_generator_abandoned_inside_no_grad_runs_like_eager(differential) -> None:
+def test_generator_abandoned_inside_no_grad_runs_like_eager(
+    differential, counting_backend
+) -> None:
     """Eager restores grad mode when the dropped generator is closed: no trace can time that."""
     compiled = differential.compile(abandons_generator_inside_no_grad)
     for _ in range(2):
         out = differential.check(abandons_generator_inside_no_grad, compiled, x_leaf())
         assert torch.is_grad_enabled()
     assert out[1].requires_grad
+    assert counting_backend.calls == 0, "the frame runs as Python"
