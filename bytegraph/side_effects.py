@@ -201,13 +201,23 @@ class SideEffects:
         return [v for v in values if v is not DELETED]
 
     def children(self, vt: Any) -> list[Any]:
-        """The VTs directly inside ``vt``, as they are now."""
-        items = getattr(vt, "items", None)
-        if items is None:
-            children: list[Any] = []
-        else:
-            current = self.contents(vt, items)
-            children = list(current.values() if isinstance(current, dict) else current)
+        """The VTs directly inside ``vt``, as they are now.
+
+        Every VT held in a field of ``vt`` (a bound method's receiver, a
+        partial's arguments...), a container's current contents instead of
+        its initial ``items``, and the attributes stored on it.
+        """
+        from bytegraph.variables.base import VariableTracker
+
+        children: list[Any] = []
+        if dataclasses.is_dataclass(vt):
+            for field in dataclasses.fields(vt):
+                if field.name in ("source", "mutation_type"):
+                    continue
+                value = getattr(vt, field.name)
+                if field.name == "items":
+                    value = self.contents(vt, value)
+                _collect(value, children, VariableTracker)
         children.extend(v for v in self.pending_attrs(vt).values() if v is not DELETED)
         children.extend(vt.children() if hasattr(vt, "children") else ())
         return children
@@ -272,6 +282,18 @@ class SideEffects:
             replay.emit(bc.Instr("DELETE_SUBSCR" if temp is None else "STORE_SUBSCR"))
 
         return store
+
+
+def _collect(value: Any, found: list[Any], vt_class: type) -> None:
+    """The VTs in ``value``: itself, or inside its tuples, lists and dicts."""
+    if isinstance(value, vt_class):
+        found.append(value)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _collect(item, found, vt_class)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, found, vt_class)
 
 
 class _Replay:
