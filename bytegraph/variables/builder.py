@@ -46,6 +46,11 @@ from bytegraph.variables.functions import (
 )
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
+from bytegraph.variables.object_builtins import (
+    OBJECT_BUILTINS,
+    DataclassReplaceVariable,
+    ObjectBuiltinVariable,
+)
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.tensor import TensorVariable
@@ -56,9 +61,6 @@ from bytegraph.variables.torch import (
     is_trace_time_function,
 )
 from bytegraph.variables.user_defined import (
-    OBJECT_BUILTINS,
-    DataclassReplaceVariable,
-    ObjectBuiltinVariable,
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
     is_user_class,

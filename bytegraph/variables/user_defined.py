@@ -19,7 +19,8 @@ an object created in the trace is rebuilt only if it escapes:
 ``object.__new__(cls)`` then ``object.__setattr__`` for each attribute.
 Classes whose construction, attribute access or assignment is customised
 (``__new__``, ``__setattr__`` on an existing object, metaclasses, slots
-without ``__dict__``) are unsupported, never guessed.
+without ``__dict__``) are unsupported, never guessed. ``super()``,
+``object.__setattr__`` and the attribute builtins are in object_builtins.py.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
-from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.objects import ClassVariable
 
@@ -74,7 +74,7 @@ def is_user_class(cls: Any) -> bool:
     return not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
 
 
-def _is_data_descriptor(raw: Any) -> bool:
+def is_data_descriptor(raw: Any) -> bool:
     kind = type(raw)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
@@ -296,14 +296,14 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.cls_vt
         return wrap(tx, self.cls, AttrSource(self.source, "__class__"))
 
-    def _class_source(self, tx: Tx) -> Source | None:
+    def class_source(self, tx: Tx) -> Source | None:
         cls_vt = self.class_vt(tx)
         if isinstance(cls_vt, UserDefinedClassVariable):
             return cls_vt._source(tx)
         return cls_vt.source
 
     def lookup(self, tx: Tx, name: str) -> Found | None:
-        return lookup_class_attr(tx, self.cls, self._class_source(tx), name)
+        return lookup_class_attr(tx, self.cls, self.class_source(tx), name)
 
     def guard_instance_keys(self, tx: Tx) -> None:
         """The trace relies on a name being absent from the instance: guard its keys."""
@@ -325,8 +325,8 @@ class UserDefinedObjectVariable(VariableTracker):
                 "unsupported_value", f"attribute {name!r} of a {self.cls.__qualname__}"
             )
         found = self.lookup(tx, name)
-        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
-            return self._get_descriptor(tx, found, name)
+        if found is not None and found.pending is None and is_data_descriptor(found.raw):
+            return self.get_descriptor(tx, found, name)
         instance = self.instance_attr(tx, name)
         if instance is not None:
             return instance
@@ -369,13 +369,13 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(raw, classmethod):
             fn = function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
             return UserMethodVariable(fn, self.class_vt(tx))
-        if _is_data_descriptor(raw):
-            return self._get_descriptor(tx, found, name)
+        if is_data_descriptor(raw):
+            return self.get_descriptor(tx, found, name)
         if hasattr(type(raw), "__get__"):
             return self._call_get(tx, found, name)
         return self.class_vt(tx).var_getattr(tx, name)
 
-    def _get_descriptor(self, tx: Tx, found: Found, name: str) -> VariableTracker:
+    def get_descriptor(self, tx: Tx, found: Found, name: str) -> VariableTracker:
         from bytegraph.variables.builder import wrap
 
         raw = found.raw
@@ -442,7 +442,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if not name.isidentifier():
             raise Unsupported("side_effect", f"attribute name {name!r}")
         found = self.lookup(tx, name)
-        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
+        if found is not None and found.pending is None and is_data_descriptor(found.raw):
             raw = found.raw
             if isinstance(raw, property) and raw.fset is not None:
                 setter = function_vt(tx, raw.fset, AttrSource(found.source, "fset"))
@@ -462,7 +462,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if self.cls.__delattr__ is not object.__delattr__ or not name.isidentifier():
             raise Unsupported("side_effect", f"deleting {name!r} of a {self.cls.__qualname__}")
         found = self.lookup(tx, name)
-        if found is not None and found.pending is None and _is_data_descriptor(found.raw):
+        if found is not None and found.pending is None and is_data_descriptor(found.raw):
             raise Unsupported(
                 "side_effect", f"deleting descriptor {name!r} of {self.cls.__qualname__}"
             )
@@ -553,227 +553,3 @@ def _instance_dict(value: Any) -> dict[str, Any] | None:
         return object.__getattribute__(value, "__dict__")
     except AttributeError:
         return None
-
-
-# -- super() -----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class SuperVariable(VariableTracker):
-    """``super(cls, obj)``: lookups start after ``cls`` in ``type(obj).__mro__``."""
-
-    cls: type
-    obj: VariableTracker
-
-    def python_type(self) -> type:
-        return super
-
-    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
-        obj = self.obj
-        if not isinstance(obj, UserDefinedObjectVariable):
-            raise Unsupported("unsupported_value", f"super() of {obj}")
-        mro = obj.cls.__mro__
-        if self.cls not in mro:
-            raise Unsupported(
-                "unsupported_value", "super(type, obj): obj is not an instance of type"
-            )
-        found = lookup_class_attr(tx, obj.cls, obj._class_source(tx), name, mro.index(self.cls) + 1)
-        if found is None:
-            raise MissingAttribute("'super' object", name)
-        if found.owner is object:
-            return ObjectSlotVariable(name, obj)
-        if found.pending is None and _is_data_descriptor(found.raw):
-            return obj._get_descriptor(tx, found, name)
-        return obj.bind(tx, found, name)
-
-
-def zero_arg_super(tx: Tx) -> SuperVariable:
-    """``super()`` in a method: the ``__class__`` cell and the first argument."""
-    cell = tx.cells.get("__class__")
-    code = tx.code
-    if cell is None or not (code.co_argcount or code.co_flags & 0x04):
-        raise Unsupported("unsupported_call", "super() outside a method (RuntimeError in eager)")
-    first = code.co_varnames[0]
-    if first in tx.cells:
-        obj = tx.cells[first].load(tx)
-    else:
-        obj = tx.symbolic_locals.get(first) or tx.realize_local(first)
-    return SuperVariable(cell.load(tx).as_python_constant(), obj)
-
-
-# -- object's own slots, and the builtins that reach attributes -----------------------------
-
-_OBJECT_SLOTS = frozenset({"__init__", "__setattr__", "__delattr__", "__new__"})
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ObjectSlotVariable(VariableTracker):
-    """``object.__setattr__`` and friends, unbound or bound to an object by super()."""
-
-    name: str
-    obj: VariableTracker | None = None
-
-    def python_type(self) -> type:
-        return type(getattr(object, self.name))
-
-    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
-        if self.obj is not None:
-            args = [self.obj, *args]
-        if kwargs or not args:
-            raise Unsupported("unsupported_call", f"object.{self.name} with these arguments")
-        target, rest = args[0], args[1:]
-        if self.name == "__new__":
-            if rest or not isinstance(target, UserDefinedClassVariable):
-                raise Unsupported("unsupported_call", f"object.__new__({target})")
-            return target.new_instance(tx)
-        if not isinstance(target, UserDefinedObjectVariable):
-            raise Unsupported("unsupported_call", f"object.{self.name} on {target}")
-        if self.name == "__init__" and not rest:
-            return ConstantVariable(None)
-        if self.name == "__setattr__" and len(rest) == 2:
-            target.store_raw(tx, rest[0].as_python_constant(), rest[1])
-            return ConstantVariable(None)
-        if (
-            self.name == "__delattr__"
-            and len(rest) == 1
-            and target.cls.__delattr__ is object.__delattr__
-        ):
-            target.var_delattr(tx, rest[0].as_python_constant())
-            return ConstantVariable(None)
-        raise Unsupported("unsupported_call", f"object.{self.name} with {len(rest)} arguments")
-
-    def __repr__(self) -> str:
-        return f"ObjectSlotVariable({self.name})"
-
-
-def _name_arg(value: VariableTracker) -> str:
-    name = value.as_python_constant()
-    if not isinstance(name, str):
-        raise Unsupported("unsupported_value", f"attribute name {name!r} (TypeError in eager)")
-    return name
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ObjectBuiltinVariable(BuiltinVariable):
-    """Builtins whose meaning on objects is attribute access or construction.
-
-    ``super``, ``object``, ``setattr``, ``delattr``, ``getattr``, ``hasattr``,
-    ``type`` and ``len`` on user-defined objects; everything else as
-    BuiltinVariable does it.
-    """
-
-    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
-        fn = self.fn
-        if fn is super and not kwargs and len(args) in (0, 2):
-            if not args:
-                return zero_arg_super(tx)
-            return SuperVariable(args[0].as_python_constant(), args[1])
-        if fn is object and not args and not kwargs:
-            return UserDefinedObjectVariable(
-                None,
-                object,
-                self,
-                mutation_type=tx.output.side_effects.new_mutation(AttributeMutationNew),
-            )
-        handled = self._on_object(tx, args) if not kwargs else None
-        if handled is not None:
-            return handled
-        if fn in (super, object, setattr, delattr):
-            raise Unsupported("unsupported_call", f"{fn.__name__}() with these arguments")
-        return super().call_function(tx, args, kwargs)
-
-    def _on_object(self, tx: Tx, args: list[VariableTracker]) -> VariableTracker | None:
-        fn = self.fn
-        if not args:
-            return None
-        obj = args[0]
-        if fn is setattr and len(args) == 3:
-            setter = getattr(obj, "var_setattr", None)
-            if setter is None:
-                raise Unsupported("side_effect", f"setattr on {obj}")
-            setter(tx, _name_arg(args[1]), args[2])
-            return ConstantVariable(None)
-        if fn is delattr and len(args) == 2:
-            deleter = getattr(obj, "var_delattr", None)
-            if deleter is None:
-                raise Unsupported("side_effect", f"delattr on {obj}")
-            deleter(tx, _name_arg(args[1]))
-            return ConstantVariable(None)
-        if not isinstance(obj, (UserDefinedObjectVariable, UserDefinedClassVariable)):
-            return None
-        if fn is hasattr and len(args) == 2:
-            try:
-                obj.var_getattr(tx, _name_arg(args[1]))
-            except MissingAttribute:
-                return ConstantVariable(False)
-            return ConstantVariable(True)
-        if fn is getattr and len(args) in (2, 3):
-            try:
-                return obj.var_getattr(tx, _name_arg(args[1]))
-            except MissingAttribute:
-                if len(args) == 3:
-                    return args[2]
-                raise
-        if fn is type and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):
-            return obj.class_vt(tx)
-        if fn is len and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):
-            return ConstantVariable(obj.length(tx))
-        return None
-
-    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
-        if self.fn is object and name in _OBJECT_SLOTS:
-            return ObjectSlotVariable(name)
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.fn.__name__}")
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-        else:
-            codegen.load_const(self.fn)
-
-
-OBJECT_BUILTINS = (super, object, setattr, delattr, getattr, hasattr, type, len)
-
-
-# -- dataclasses ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class DataclassReplaceVariable(VariableTracker):
-    """``dataclasses.replace(obj, **changes)``: a new instance through ``__init__``."""
-
-    def python_type(self) -> type:
-        return types.FunctionType
-
-    def as_python_constant(self) -> Any:
-        return dataclasses.replace
-
-    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
-        if len(args) != 1 or not isinstance(args[0], UserDefinedObjectVariable):
-            raise Unsupported(
-                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
-            )
-        obj = args[0]
-        fields = getattr(obj.cls, "__dataclass_fields__", None)
-        if fields is None:
-            raise Unsupported(
-                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
-            )
-        changes = dict(kwargs)
-        for field in fields.values():
-            kind = field._field_type  # noqa: SLF001  (ClassVar and InitVar are only marked here)
-            if kind is dataclasses._FIELD_CLASSVAR:  # noqa: SLF001
-                continue
-            if not field.init:
-                if field.name in changes:
-                    raise Unsupported(
-                        "unsupported_call", f"replace() of init=False field {field.name!r}"
-                    )
-                continue
-            if field.name not in changes:
-                if kind is dataclasses._FIELD_INITVAR:  # noqa: SLF001
-                    raise Unsupported(
-                        "unsupported_call", f"replace() without InitVar {field.name!r}"
-                    )
-                changes[field.name] = obj.var_getattr(tx, field.name)
-        return obj.class_vt(tx).call_function(tx, [], changes)
