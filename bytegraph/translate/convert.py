@@ -36,6 +36,8 @@ from bytegraph.translate.resume import (
 )
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.ctx import preserve_global_state
+from bytegraph.variables.generators import refuse_abandoned_generators
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def convert_frame(
     frame_values = bind_arguments(fn, args, kwargs)
     tx = _translator(fn, frame_values)
     try:
-        tx.run()
+        _run(tx)
         return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
     except Unsupported as reason:
         if fullgraph:
@@ -78,7 +80,7 @@ def _translate_with_break(
     else:
         tx = _translator(fn, frame_values, break_at=reason.step)
     try:
-        tx.run()
+        _run(tx)
         if tx.break_plan is None:  # the trace did not retrace the same way
             raise reason
         plan = tx.break_plan
@@ -99,6 +101,13 @@ def _log_break(fn: types.FunctionType, reason: Unsupported, refused: Unsupported
         f"the whole frame runs as Python: {refused.detail}" if refused else "graph break"
     )
     logs.get_logger("graph_breaks").info("%s in %s: %s", outcome, fn.__qualname__, reason)
+
+
+def _run(tx: InstructionTranslator) -> None:
+    """Run the trace; the real grad mode it switched is put back however it ends."""
+    with preserve_global_state():
+        tx.run()
+        refuse_abandoned_generators(tx.output)
 
 
 def _translator(

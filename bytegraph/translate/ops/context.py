@@ -23,8 +23,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bytegraph.translate.registry import handler, unsupported_opcode
-from bytegraph.variables.ctx import preserve_global_state
-from bytegraph.variables.generators import refuse_abandoned_generators
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -39,27 +37,6 @@ def BEFORE_WITH(tx: Tx, inst: Instruction) -> None:
     exit_method = manager.var_getattr(tx, "__exit__")
     tx.push(exit_method)
     tx.push(enter.call_function(tx, [], {}))
-
-
-@handler("RESUME")
-def RESUME(tx: Tx, inst: Instruction) -> None:
-    """( -- ): at the start of the traced frame, run the frame under preserve_global_state.
-
-    A with-block (or ``torch.set_grad_enabled(False)``) switches the real
-    grad mode while tracing; the trace may end anywhere, by returning, by an
-    Unsupported or at a planned graph break. Running the rest of the root
-    frame's steps inside this handler puts the mode back in every case,
-    before the guards (which read the mode) are built. Inlined frames run
-    inside their caller's steps and need nothing. The end of the frame is
-    also where a generator left paused inside a with-block is refused. (Once
-    translation itself is wrapped in ``preserve_global_state`` by its caller,
-    with that check after it, this becomes a no-op.)
-    """
-    if inst.arg != 0 or tx.inline_depth:
-        return
-    with preserve_global_state():
-        tx.run()  # the rest of the frame; the caller's loop then finds it finished
-        refuse_abandoned_generators(tx.output)
 
 
 unsupported_opcode(

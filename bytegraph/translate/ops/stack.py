@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 
 @handler("NOP")
+@handler("RESUME")
 @handler("CACHE")
 @handler("EXTENDED_ARG")  # dis already folded it into the next instruction's arg
 @handler("PRECALL")  # 3.11: the call itself happens at CALL
