@@ -4,13 +4,14 @@ Every tensor in a trace is represented by a meta-device tensor (shape, stride,
 dtype, requires_grad; no data) plus the device the real tensor would live on,
 tracked here because a meta tensor's device is always ``meta``.
 
-Why meta and not FakeTensorMode (measured on this machine, torch 2.13 CPU,
-64x64 inputs, see ``bench/metadata_propagation.py``): both import
-``torch._dynamo`` on first use, so neither saves import time. FakeTensorMode
-costs 40-100 us for every op, cached or not; meta costs about 1 us for views,
-10 us for matmul/softmax/linear (C++ meta kernels) but 140-900 us for ops whose
-meta kernel is Python (add, mul, relu, layer_norm). The memo below answers a
-repeated op on inputs of the same metadata in about 2 us, and model code
+Why meta and not FakeTensorMode (``bench/metadata_propagation.py``, torch
+2.13 CPU, 64x64 inputs): both import ``torch._dynamo`` on first use (about
+1 s), so neither saves start-up time. FakeTensorMode costs 55-180 us for
+every op even with its dispatch cache warm. Meta costs 5-15 us for ops with
+C++ meta kernels (views, matmul, softmax, linear without bias) and 150-1400 us
+for ops whose meta kernel is Python (add, mul, relu, addmm, layer_norm). The
+memo below answers a repeated op on inputs of the same metadata in 10-15 us,
+and is used only for ops measured slow on their first run; model code
 repeats the same ops on the same shapes layer after layer. What meta gets
 wrong, and how it is covered: the device (tracked beside, by the rules in
 ``result_device``); ops without a meta kernel and data-dependent output shapes
@@ -23,11 +24,11 @@ must reach its base, e.g. to make the base require grad).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from bytegraph import config
 from bytegraph.exc import Unsupported
@@ -91,22 +92,81 @@ def _non_leaf_meta(real: torch.Tensor) -> torch.Tensor:
 
 def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``target`` on meta tensors; the meta result (tensors, tuples, ...)."""
-    key = _memo_key(kind, target, args, kwargs) if config.memoize_metadata else None
-    if key is not None:
-        hit = _memo.get(key)
-        if hit is not None:
-            return pytree.tree_map_only(TensorSpec, TensorSpec.build, hit)
+    op = (kind, target)
+    key = None
+    if config.memoize_metadata and _worth_memoizing.get(op, True):
+        key = _memo_key(kind, target, args, kwargs)
+        if key is not None:
+            hit = _memo.get(key)
+            if hit is not None:
+                return _build(hit)
+    started = time.perf_counter()
     result = _run_uncached(kind, target, args, kwargs)
+    if op not in _worth_memoizing:
+        # A memo hit costs about 10 us: not worth it for ops whose meta kernel is C++.
+        _worth_memoizing[op] = time.perf_counter() - started > _MEMO_THRESHOLD_SECONDS
     if key is not None and _is_fresh_result(result, args, kwargs):
-        _memo[key] = pytree.tree_map_only(torch.Tensor, spec_of, result)
+        _memo[key] = _specs(result)
     return result
+
+
+_MEMO_THRESHOLD_SECONDS = 30e-6
+_worth_memoizing: dict[tuple[str, Any], bool] = {}
+
+
+def _leaves(value: Any, out: list[Any]) -> list[Any]:
+    """Flatten tuples, lists and dict values (cheaper than pytree for op arguments)."""
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            _leaves(item, out)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _leaves(item, out)
+    else:
+        out.append(value)
+    return out
+
+
+def _structure(value: Any) -> Any:
+    """A hashable picture of the containers around the leaves."""
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(_structure(v) for v in value))
+    if isinstance(value, dict):
+        return (dict, tuple((k, _structure(v)) for k, v in value.items()))
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SequenceSpec:
+    """A memoized tuple/list result (or a torch.return_types structseq)."""
+
+    cls: type
+    items: tuple[Any, ...]
+
+
+def _specs(result: Any) -> Any:
+    if isinstance(result, torch.Tensor):
+        return spec_of(result)
+    if isinstance(result, (tuple, list)):
+        return _SequenceSpec(type(result), tuple(_specs(r) for r in result))
+    return result
+
+
+def _build(specs: Any) -> Any:
+    if isinstance(specs, TensorSpec):
+        return specs.build()
+    if isinstance(specs, _SequenceSpec):
+        return specs.cls(_build(s) for s in specs.items) if specs.cls in (tuple, list) else (
+            specs.cls(tuple(_build(s) for s in specs.items))
+        )
+    return specs
 
 
 def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     kind, target, args, kwargs = _device_args_to_meta(kind, target, args, kwargs)
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
-    has_tensor = any(isinstance(a, torch.Tensor) for a in pytree.tree_leaves((args, kwargs)))
+    has_tensor = any(isinstance(a, torch.Tensor) for a in _leaves((args, kwargs), []))
     try:
         if has_tensor:
             return fn(*call_args, **kwargs)
@@ -141,12 +201,12 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
         return None
     if "out" in kwargs or getattr(target, "__name__", "").endswith("_"):
         return None
-    leaves, spec = pytree.tree_flatten((args, kwargs))
+    leaves = _leaves((args, kwargs), [])
     # Global state that changes results: grad mode (requires_grad), the default
     # dtype (factories, Python scalars) and the default device (factories).
     parts: list[Any] = [
-        kind, target, spec, torch.is_grad_enabled(), torch.get_default_dtype(),
-        torch.get_default_device(),
+        kind, target, _structure((args, kwargs)), torch.is_grad_enabled(),
+        torch.get_default_dtype(), torch.get_default_device(),
     ]
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
@@ -165,8 +225,8 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
 
 def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
     """Memoize only results made of new tensors (not inputs returned as-is, not views)."""
-    inputs = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-    leaves = pytree.tree_leaves(result)
+    inputs = {id(t) for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)}
+    leaves = _leaves(result, [])
     return all(
         isinstance(t, torch.Tensor) and id(t) not in inputs and not t._is_view() for t in leaves
     )
@@ -196,3 +256,4 @@ def result_device(
 
 def reset() -> None:
     _memo.clear()
+    _worth_memoizing.clear()
