@@ -140,6 +140,26 @@ class Bag:
         return self
 
 
+class Evens:
+    """``__iter__`` is a generator method."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield i * 2
+
+
+class CustomNew:
+    """A Python ``__new__``: instance creation is not modelled (the call breaks)."""
+
+    def __new__(cls, value):
+        obj = super().__new__(cls)
+        obj.value = value
+        return obj
+
+
 class Empty:
     def __bool__(self):
         return False
@@ -405,6 +425,11 @@ def container_protocol(x, bag):
     return x * len(bag) + bag[0] + total + bag(x)
 
 
+@add(lambda: (torch.randn(3), Evens(3)))
+def generator_iter_method(x, evens):
+    return x * sum(evens) + len(list(evens))
+
+
 @add(lambda: (torch.randn(3), Empty()))
 def truth_of_object(x, e):
     if e:
@@ -654,6 +679,12 @@ WITH_META = WithMeta()
 def metaclass_attribute_breaks(x):
     y = x * 2
     return y + type(WITH_META).anything
+
+
+@add(t3, graphs=1, fullgraph=False)
+def custom_new_breaks_at_the_call(x):
+    obj = CustomNew(x)
+    return obj.value * 2
 
 
 PROGRAMS = corpus.programs

@@ -688,6 +688,21 @@ def test_inplace_mutation_happens_exactly_once_per_call(counting_backend) -> Non
     assert counting_backend.calls == 1
 
 
+def test_objects_that_do_not_escape_are_not_graph_outputs(counting_backend) -> None:
+    def f(x):
+        box = Box(x * 2)
+        box.value = x * 3
+        items = [x * 4]
+        items.append(x * 5)
+        return x + 1
+
+    compiled = bytegraph.compile(f, backend=counting_backend)
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+    (gm,) = counting_backend.graphs
+    (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
+    assert len(outputs) == 1
+
+
 def test_distinct_objects_then_aliased_recompiles(counting_backend) -> None:
     """Traced with two objects; called with one object twice: the trace does not apply."""
 
