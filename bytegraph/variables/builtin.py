@@ -214,7 +214,8 @@ def _consumes_iterables(fn: Any) -> bool:
 
 
 def _materialized(tx: InstructionTranslatorBase, vt: VariableTracker) -> VariableTracker:
-    from bytegraph.variables.containers import IteratorVariable, TupleVariable
+    from bytegraph.variables.containers import TupleVariable
+    from bytegraph.variables.iterators import IteratorVariable
 
     if isinstance(vt, IteratorVariable):
         return TupleVariable(tuple(vt.unpack_sequence(tx)))
@@ -239,12 +240,7 @@ def _sequence_kind(vt: VariableTracker) -> type | None:
 
 
 def _concat(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-    from bytegraph.variables.containers import (
-        NEW_VALUE,
-        ListVariable,
-        SizeVariable,
-        TupleVariable,
-    )
+    from bytegraph.variables.containers import NEW_VALUE, ListVariable, SizeVariable, TupleVariable
 
     pair = _sequences(tx, a, b)
     if pair is None or _sequence_kind(a) is None or _sequence_kind(a) is not _sequence_kind(b):
@@ -297,7 +293,7 @@ def _inplace_repeat(tx, args, kwargs) -> VariableTracker | None:
 
 
 def _dict_or_set(tx, fn, args) -> VariableTracker | None:
-    from bytegraph.variables.containers import DictVariable
+    from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.sets import SetVariable, set_operator
 
     a, b = args
@@ -324,7 +320,8 @@ def _set_or_dict_operator(fn: Any) -> Handler:
 
 def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
     """``a <cmp> b`` for sequences, dicts and sets, item by item as CPython compares."""
-    from bytegraph.variables.containers import DictVariable, equal_now
+    from bytegraph.variables.containers import equal_now
+    from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.sets import SetVariable, set_operator
 
     if isinstance(a, SetVariable) or isinstance(b, SetVariable):
@@ -339,7 +336,7 @@ def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTrac
         return ConstantVariable(same if fn is operator.eq else not same)
     pair = _sequences(tx, a, b)
     if pair is None:
-        return None
+        return _container_against_scalar(fn, a, b)
     if _sequence_kind(a) is not _sequence_kind(b) or _sequence_kind(a) is None:
         if fn in (operator.eq, operator.ne):  # list == tuple is False; < raises
             return ConstantVariable(fn is operator.ne)
@@ -355,6 +352,26 @@ def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTrac
     return ConstantVariable(fn(len(x), len(y)))
 
 
+def _container_against_scalar(fn: Any, a: VariableTracker, b: VariableTracker):
+    """``(t,) == None``: a builtin container never equals a scalar constant."""
+    from bytegraph.variables.containers import BaseSequenceVariable
+    from bytegraph.variables.dicts import DictVariable
+
+    if fn not in (operator.eq, operator.ne):
+        return None
+    for container, other in ((a, b), (b, a)):
+        if not isinstance(container, (BaseSequenceVariable, DictVariable)):
+            continue
+        builtin_eq = container.python_type().__eq__ in _BUILTIN_EQ
+        if builtin_eq and isinstance(other, ConstantVariable) and type(other.value) in _SCALARS:
+            return ConstantVariable(fn is operator.ne)
+    return None
+
+
+_BUILTIN_EQ = (tuple.__eq__, list.__eq__, dict.__eq__, collections.OrderedDict.__eq__)
+_SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
 def _compare(fn: Any) -> Handler:
     return lambda tx, args, kwargs: compare(tx, fn, *args)
 
@@ -366,7 +383,8 @@ def _getitem(tx, args, kwargs) -> VariableTracker | None:
 
 
 def _setitem(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import DictVariable, ListVariable
+    from bytegraph.variables.containers import ListVariable
+    from bytegraph.variables.dicts import DictVariable
 
     if isinstance(args[0], (ListVariable, DictVariable)):
         return args[0].call_method(tx, "__setitem__", args[1:], {})
@@ -374,7 +392,8 @@ def _setitem(tx, args, kwargs) -> VariableTracker | None:
 
 
 def _delitem(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import DictVariable, ListVariable
+    from bytegraph.variables.containers import ListVariable
+    from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.tensor import TensorVariable
 
     if isinstance(args[0], (ListVariable, DictVariable)):
@@ -385,11 +404,8 @@ def _delitem(tx, args, kwargs) -> VariableTracker | None:
 
 
 def _contains(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import (
-        BaseSequenceVariable,
-        DictVariable,
-        DictViewVariable,
-    )
+    from bytegraph.variables.containers import BaseSequenceVariable
+    from bytegraph.variables.dicts import DictVariable, DictViewVariable
     from bytegraph.variables.sets import SetVariable
 
     container, item = args
@@ -445,7 +461,8 @@ def _fromkeys(cls: Any, keys: Any, value: Any = None) -> Any:
 
 
 def _handle_fromkeys(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import NEW_VALUE, DictVariable
+    from bytegraph.variables.containers import NEW_VALUE
+    from bytegraph.variables.dicts import DictVariable
 
     cls, keys = args[0].as_python_constant(), args[1]
     value = args[2] if len(args) > 2 else ConstantVariable(None)

@@ -20,19 +20,22 @@ from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.containers import (
     NEW_VALUE,
-    DictVariable,
+    ListVariable,
+    TraceTimeKey,
+    TupleVariable,
+    is_python_constant_now,
+    python_constant,
+    sort_items,
+)
+from bytegraph.variables.dicts import DictVariable
+from bytegraph.variables.iterators import (
     EnumerateIteratorVariable,
     FilterIteratorVariable,
     IteratorVariable,
-    ListVariable,
     MapIteratorVariable,
-    TraceTimeKey,
-    TupleVariable,
     ZipIteratorVariable,
-    is_python_constant_now,
     iterate,
-    python_constant,
-    sort_items,
+    iterate_reversed,
 )
 
 if TYPE_CHECKING:
@@ -111,7 +114,8 @@ def _hasattr(tx: Tx, args, kwargs) -> VariableTracker:
 
 def _known_absent(obj: VariableTracker, name: str) -> bool:
     """True if ``obj`` certainly has no attribute ``name`` (so getattr's default applies)."""
-    from bytegraph.variables.containers import BaseSequenceVariable, DictVariable
+    from bytegraph.variables.containers import BaseSequenceVariable
+    from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.sets import SetVariable
 
     if obj.is_python_constant():
@@ -171,6 +175,7 @@ def _enumerate(tx: Tx, args, kwargs) -> VariableTracker:
 
 
 def _zip(tx: Tx, args, kwargs) -> VariableTracker:
+    kwargs = dict(kwargs)
     strict = kwargs.pop("strict", ConstantVariable(False))
     if kwargs:
         raise Unsupported("unsupported_call", "zip() with unknown keywords")
@@ -199,8 +204,7 @@ def _reversed(tx: Tx, args, kwargs) -> VariableTracker:
         raise Unsupported("unsupported_value", f"reversed() of a {cls.__name__} (TypeError)")
     if isinstance(value, IteratorVariable):
         raise Unsupported("unsupported_value", "reversed() of an iterator (TypeError)")
-    items = value.unpack_sequence(tx)
-    return IteratorVariable(tuple(reversed(items)), mutation_type=NEW_VALUE)
+    return iterate_reversed(tx, value)
 
 
 # -- constructors -------------------------------------------------------------------

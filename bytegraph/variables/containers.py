@@ -1,7 +1,8 @@
-"""Sequences, mappings and iterators (sets are in ``sets.py``).
+"""Sequences (tuples, lists, torch.Size) and what every container shares.
 
-Items are VTs. Tuples are immutable values. Lists, dicts and iterators are
-handles: their current contents live in SideEffects (read with
+Mappings are in ``dicts.py``, sets in ``sets.py``, iterators in
+``iterators.py``. Items are VTs. Tuples are immutable values. Lists, dicts,
+sets and iterators are handles: their current contents live in SideEffects (read with
 ``items_now(tx)``), so a mutation never rewrites a VT. A container that came
 from the frame keeps its source, so returning it hands back the very same
 object, and its mutations are replayed onto it after the graph.
@@ -63,6 +64,7 @@ def method_of(container: VariableTracker, name: str) -> VariableTracker:
 
 def python_constant(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
     """The Python value of a VT made of constants, containers read as they are now."""
+    from bytegraph.variables.dicts import DictVariable, DictViewVariable
     from bytegraph.variables.sets import SetVariable
 
     if isinstance(vt, BaseSequenceVariable):
@@ -89,6 +91,7 @@ def equal_now(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTrac
 
     Raises Unsupported when the answer needs a value unknown at trace time.
     """
+    from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.tensor import TensorVariable
 
     if a is b:
@@ -442,399 +445,21 @@ _LIST_MUTATIONS: dict[str, Any] = {
 }
 
 
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class DictVariable(VariableTracker):
-    """A dict, OrderedDict or defaultdict with constant keys, in insertion order.
-
-    ``default_factory`` is a defaultdict's factory (None for the others).
-    """
-
-    items: dict[Any, VariableTracker]
-    dict_type: type = dict
-    default_factory: VariableTracker | None = None
-
-    def python_type(self) -> type:
-        return self.dict_type
-
-    def items_now(self, tx: InstructionTranslatorBase) -> dict[Any, VariableTracker]:
-        return tx.output.side_effects.contents(self, self.items)
-
-    def as_python_constant(self) -> Any:
-        _refuse_if_mutated(self)
-        values = {k: v.as_python_constant() for k, v in self.items.items()}
-        if self.dict_type is defaultdict:
-            factory = self.default_factory
-            return defaultdict(factory.as_python_constant() if factory else None, values)
-        return self.dict_type(values)
-
-    def rebuild(self, tx: InstructionTranslatorBase, values: dict[Any, Any]) -> Any:
-        if self.dict_type is defaultdict:
-            factory = self.default_factory
-            return defaultdict(python_constant(tx, factory) if factory else None, values)
-        return self.dict_type(values)
-
-    def new_like(self, items: dict[Any, VariableTracker]) -> DictVariable:
-        """A new dict of the same type (and factory) created during tracing."""
-        return DictVariable(items, self.dict_type, self.default_factory, mutation_type=NEW_VALUE)
-
-    def truth(self, tx: InstructionTranslatorBase) -> bool:
-        return bool(self.items_now(tx))
-
-    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        if name == "default_factory" and self.dict_type is defaultdict:
-            return self.default_factory or ConstantVariable(None)
-        return method_of(self, name)
-
-    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items_now(tx)]
-
-    def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
-        return self.call_method(tx, "__getitem__", [index], {})
-
-    def call_method(
-        self,
-        tx: InstructionTranslatorBase,
-        name: str,
-        args: list[VariableTracker],
-        kwargs: dict[str, VariableTracker],
-    ) -> VariableTracker:
-        items = self.items_now(tx)
-        if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
-            return self._missing(tx, args[0])
-        read = _DICT_READS.get(name)
-        if read is not None:
-            return read(tx, self, items, *args, **kwargs)
-        mutate = _DICT_MUTATIONS.get(name)
-        if mutate is None or (name in _ORDERED_ONLY and self.dict_type is not OrderedDict):
-            raise Unsupported("unsupported_call", f"{self.dict_type.__name__}.{name}")
-        new_items = dict(items)
-        result = mutate(tx, new_items, *args, **kwargs)
-        store_contents(tx, self, new_items)
-        return ConstantVariable(None) if result is None else result
-
-    def _missing(self, tx: InstructionTranslatorBase, key: VariableTracker) -> VariableTracker:
-        """``d[key]`` for an absent key: a defaultdict makes and stores a default."""
-        factory = self.default_factory
-        if factory is None or _is_none(factory):
-            raise Unsupported("unsupported_value", f"missing dict key {_key(key)!r} (raises)")
-        value = factory.call_function(tx, [], {})
-        self.call_method(tx, "__setitem__", [key, value], {})
-        return value
-
-    def replay_contents(self, codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
-        """``source.clear(); source.update({...})``"""
-        for method, arg in (("clear", None), ("update", items)):
-            codegen(self)
-            codegen.append(bc.Instr("LOAD_METHOD", method))
-            if arg is not None:
-                self._build_plain(codegen, arg)
-            codegen.append(*codegen.call_instrs(0 if arg is None else 1), bc.Instr("POP_TOP"))
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-            return
-        items = codegen.side_effects.contents(self, self.items)
-        if self.dict_type is dict:
-            self._build_plain(codegen, items)
-        elif self.dict_type is OrderedDict:
-            codegen.call_const(OrderedDict, [DictVariable(items)])
-        elif self.dict_type is defaultdict:
-            factory = self.default_factory or ConstantVariable(None)
-            codegen.call_const(defaultdict, [factory, DictVariable(items)])
-        else:
-            raise Unsupported("unsupported_value", f"rebuilding a {self.dict_type.__name__}")
-
-    @staticmethod
-    def _build_plain(codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
-        for key, value in items.items():
-            codegen.load_const(key)
-            codegen(value)
-        codegen.append(bc.Instr("BUILD_MAP", len(items)))
-
-
-def _key(vt: VariableTracker) -> Any:
-    key = vt.as_python_constant()
-    try:
-        hash(key)
-    except TypeError:
-        raise Unsupported("unsupported_value", f"unhashable dict key {key!r}") from None
-    return key
-
-
-def _dict_get(tx, d, items, key: VariableTracker, default: VariableTracker | None = None):
-    return items.get(_key(key), default if default is not None else ConstantVariable(None))
-
-
-_DICT_READS: dict[str, Any] = {
-    "__getitem__": lambda tx, d, items, key: items[_key(key)],
-    "get": _dict_get,
-    "__contains__": lambda tx, d, items, k: ConstantVariable(_key(k) in items),
-    "__len__": lambda tx, d, items: ConstantVariable(len(items)),
-    "keys": lambda tx, d, items: DictViewVariable(d, "keys"),
-    "values": lambda tx, d, items: DictViewVariable(d, "values"),
-    "items": lambda tx, d, items: DictViewVariable(d, "items"),
-    "copy": lambda tx, d, items: d.new_like(dict(items)),
+# DictVariable and the iterators live in dicts.py and iterators.py (which import
+# this module); importing them from here still works, resolved on first use.
+_MOVED = {
+    "DictVariable": "dicts", "DictViewVariable": "dicts",
+    "IteratorVariable": "iterators", "ListIteratorVariable": "iterators",
+    "MapIteratorVariable": "iterators", "FilterIteratorVariable": "iterators",
+    "ZipIteratorVariable": "iterators", "EnumerateIteratorVariable": "iterators",
+    "iterate": "iterators",
 }
 
 
-def _dict_pop(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
-    k = _key(key)
-    if k in items:
-        return items.pop(k)
-    if default is None:
-        raise Unsupported("unsupported_value", f"dict.pop of missing key {k!r} (raises in eager)")
-    return default
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-
-def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs) -> None:
-    if other is not None:
-        if isinstance(other, DictVariable):
-            items.update(other.items_now(tx))
-        else:
-            for pair in other.unpack_sequence(tx):
-                kv = pair.unpack_sequence(tx)
-                if len(kv) != 2:
-                    raise Unsupported("unsupported_value", "dict update element is not a pair")
-                items[_key(kv[0])] = kv[1]
-    items.update(kwargs)
-
-
-def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
-    return items.setdefault(_key(key), default if default is not None else ConstantVariable(None))
-
-
-def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> VariableTracker:
-    if not items:
-        raise Unsupported("unsupported_value", "popitem of an empty dict (raises in eager)")
-    if last is not None and not last.as_python_constant():
-        k = next(iter(items))
-        v = items.pop(k)
-    else:
-        k, v = items.popitem()
-    return TupleVariable((ConstantVariable(k), v))
-
-
-def _dict_delitem(tx, items: dict, key: VariableTracker) -> None:
-    k = _key(key)
-    if k not in items:
-        raise Unsupported("unsupported_value", f"del of missing key {k!r} (raises in eager)")
-    del items[k]
-
-
-def _dict_move_to_end(tx, items: dict, key: VariableTracker,
-                      last: VariableTracker | None = None) -> None:
-    k = _key(key)
-    if k not in items:
-        raise Unsupported("unsupported_value", f"move_to_end of missing key {k!r} (raises)")
-    value = items.pop(k)
-    if last is None or last.as_python_constant():
-        items[k] = value
-    else:
-        rest = dict(items)
-        items.clear()
-        items[k] = value
-        items.update(rest)
-
-
-_DICT_MUTATIONS: dict[str, Any] = {
-    "__setitem__": lambda tx, items, k, v: items.__setitem__(_key(k), v),
-    "__delitem__": _dict_delitem,
-    "pop": _dict_pop,
-    "popitem": _dict_popitem,
-    "update": _dict_update,
-    "__ior__": _dict_update,
-    "setdefault": _dict_setdefault,
-    "clear": lambda tx, items: items.clear(),
-    "move_to_end": _dict_move_to_end,
-}
-_ORDERED_ONLY = frozenset({"move_to_end"})
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class DictViewVariable(VariableTracker):
-    """``d.keys()``, ``d.values()``, ``d.items()``: live views of the dict's contents."""
-
-    base: DictVariable
-    kind: str
-
-    def python_type(self) -> type:
-        return type(getattr({}, self.kind)())
-
-    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        items = self.base.items_now(tx)
-        if self.kind == "keys":
-            return [ConstantVariable(k) for k in items]
-        if self.kind == "values":
-            return list(items.values())
-        return [TupleVariable((ConstantVariable(k), v)) for k, v in items.items()]
-
-    def truth(self, tx: InstructionTranslatorBase) -> bool:
-        return bool(self.base.items_now(tx))
-
-    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        return method_of(self, name)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__len__" and not args:
-            return ConstantVariable(len(self.base.items_now(tx)))
-        if name == "__contains__" and len(args) == 1:
-            if self.kind == "keys":
-                return ConstantVariable(_key(args[0]) in self.base.items_now(tx))
-            found = any(equal_now(tx, v, args[0]) for v in self.unpack_sequence(tx))
-            return ConstantVariable(found)
-        raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        """``base.kind()``: a view of the rebuilt (or original) dict."""
-        codegen(self.base)
-        codegen.append(bc.Instr("LOAD_METHOD", self.kind), *codegen.call_instrs(0))
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class IteratorVariable(VariableTracker):
-    """An iterator over known items; the remaining items live in SideEffects.
-
-    Subclasses are lazy: their state (a tuple of VTs, starting as ``items``)
-    lives in SideEffects too, and each ``next_item`` does what CPython's
-    ``__next__`` does at that moment (a list iterator sees appends, ``map``
-    calls its function only when asked).
-    """
-
-    items: tuple[VariableTracker, ...]
-
-    def python_type(self) -> type:
-        return type(iter(()))
-
-    def state(self, tx: InstructionTranslatorBase) -> tuple[VariableTracker, ...]:
-        return tx.output.side_effects.contents(self, self.items)
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        """The next item, or None when exhausted (StopIteration)."""
-        remaining = self.state(tx)
-        if not remaining:
-            return None
-        store_contents(tx, self, remaining[1:])
-        return remaining[0]
-
-    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        items = []
-        while (item := self.next_item(tx)) is not None:
-            items.append(item)
-        return items
-
-    def truth(self, tx: InstructionTranslatorBase) -> bool:
-        return True
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        """``iter([remaining items])``"""
-        if type(self) is not IteratorVariable:
-            raise Unsupported("unsupported_value", f"a live {self} escapes the trace")
-        remaining = codegen.side_effects.contents(self, self.items)
-        codegen.call_const(iter, [ListVariable(remaining)])
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ListIteratorVariable(IteratorVariable):
-    """``iter(a_list)``: state ``(list, position)``, or ``()`` once exhausted."""
-
-    def python_type(self) -> type:
-        return type(iter([]))
-
-    @staticmethod
-    def over(base: ListVariable) -> ListIteratorVariable:
-        return ListIteratorVariable((base, ConstantVariable(0)), mutation_type=NEW_VALUE)
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        state = self.state(tx)
-        if not state:
-            return None
-        base, position = state
-        items = base.items_now(tx)
-        if position.value >= len(items):  # CPython drops the list: later appends are not seen
-            store_contents(tx, self, ())
-            return None
-        store_contents(tx, self, (base, ConstantVariable(position.value + 1)))
-        return items[position.value]
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class MapIteratorVariable(IteratorVariable):
-    """``map(fn, *iterators)``: state ``(fn, *iterators)``, never changed itself."""
-
-    def python_type(self) -> type:
-        return map
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        fn, *iterators = self.items
-        row = []
-        for iterator in iterators:
-            item = iterator.next_item(tx)
-            if item is None:
-                return None
-            row.append(item)
-        return fn.call_function(tx, row, {})
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class FilterIteratorVariable(IteratorVariable):
-    """``filter(fn, iterator)``: state ``(fn, iterator)``; fn None keeps true items."""
-
-    def python_type(self) -> type:
-        return filter
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        fn, iterator = self.items
-        keep_truthy = fn.is_python_constant() and fn.as_python_constant() is None
-        while (item := iterator.next_item(tx)) is not None:
-            test = item if keep_truthy else fn.call_function(tx, [item], {})
-            if test.truth(tx):
-                return item
-        return None
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ZipIteratorVariable(IteratorVariable):
-    """``zip(*iterators, strict=...)``: state ``(strict, *iterators)``."""
-
-    def python_type(self) -> type:
-        return zip
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        strict, *iterators = self.items
-        if not iterators:
-            return None
-        row = []
-        for i, iterator in enumerate(iterators):
-            item = iterator.next_item(tx)
-            if item is None:
-                if strict.value and (i > 0 or any(it.next_item(tx) for it in iterators[1:])):
-                    raise Unsupported("unsupported_value", "zip(strict=True) of unequal lengths")
-                return None
-            row.append(item)
-        return TupleVariable(tuple(row))
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class EnumerateIteratorVariable(IteratorVariable):
-    """``enumerate(iterator, start)``: state ``(iterator, count)``."""
-
-    def python_type(self) -> type:
-        return enumerate
-
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        iterator, count = self.state(tx)
-        item = iterator.next_item(tx)
-        if item is None:
-            return None
-        store_contents(tx, self, (iterator, ConstantVariable(count.value + 1)))
-        return TupleVariable((count, item))
-
-
-def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> IteratorVariable:
-    """``iter(iterable)``: iterators are their own iterators; lists iterate live."""
-    if isinstance(iterable, IteratorVariable):
-        return iterable
-    if isinstance(iterable, ListVariable):
-        return ListIteratorVariable.over(iterable)
-    return IteratorVariable(tuple(iterable.unpack_sequence(tx)), mutation_type=NEW_VALUE)
+    return getattr(importlib.import_module(f"bytegraph.variables.{module}"), name)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import is_constant_value
-from bytegraph.variables.containers import NEW_VALUE, DictVariable, TupleVariable
+from bytegraph.variables.containers import NEW_VALUE, TupleVariable
+from bytegraph.variables.dicts import DictVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen

@@ -185,7 +185,7 @@ def iterable_argument(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any
     list of its items, which CPython adds one by one exactly as it would
     iterate the original.
     """
-    from bytegraph.variables.containers import DictVariable
+    from bytegraph.variables.dicts import DictVariable
 
     if isinstance(vt, SetVariable):
         return vt.items_now(tx)
@@ -421,7 +421,8 @@ def set_operator(
     op = BINARY_SET_OPERATORS.get(fn) or _inplace_as_binary(fn)
     if op is not None:
         if not isinstance(a, SetVariable):  # frozenset <op> set is a frozenset
-            return ConstantVariable(op(left, b.python_constant_now(tx)))
+            value = left.build() if isinstance(left, SetRecipe) else left
+            return ConstantVariable(op(value, b.python_constant_now(tx)))
         return SetVariable.create(SetRecipe.new(_apply, op, left, right))
     if fn in COMPARISONS:
         built = [v.build() if isinstance(v, SetRecipe) else v for v in (left, right)]

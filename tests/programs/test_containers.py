@@ -200,6 +200,28 @@ def list_from_tensor_and_comprehension_filter(x):
     return torch.stack(kept), len(rows)
 
 
+@program(lambda: (randn(2),))
+def reversed_list_removal_idiom(x):
+    xs = [2, 1, 2, 3, 2]
+    removed_order = []
+    for v in reversed(xs):
+        removed_order.append(v)
+        if v == 2:
+            xs.remove(v)
+    seen = []
+    for v in reversed(xs):
+        seen.append(v)
+        xs.append(0) if len(xs) < 4 else None
+    return x * len(xs), xs, seen, removed_order
+
+
+@program(lambda: (randn(2),))
+def containers_compared_with_scalars(x):
+    t = (x, 1)
+    checks = (t == None, [x] != 3, {"k": x} == "k", t != (x, 2))  # noqa: E711
+    return x * sum(checks), checks
+
+
 # --- tuples ---------------------------------------------------------------------------
 
 
@@ -376,6 +398,27 @@ def nested_dicts_and_lists(x):
     for layer in cfg["layers"]:
         out = out * layer["scale"]
     return out, cfg
+
+
+@program(lambda: (randn(2),))
+def dict_updates_values_while_iterating(x):
+    d = {"a": x, "b": x * 2, "c": x * 3}
+    for k in d:
+        d[k] = d[k] + 1
+    seen = []
+    for k, v in d.items():
+        seen.append(v)
+        if k == "a":
+            d["c"] = v * 10  # a later step of this loop sees the new value
+    values = list(d.values())
+    return seen, values, list(reversed(d)), list(reversed(d.items()))
+
+
+@program(lambda: (randn(2), {"w": randn(2), "b": randn(2)}))
+def dict_input_iterated_and_scaled(x, params):
+    for name in params:
+        params[name] = params[name] * 0.5
+    return sum(v.sum() for v in params.values()) + x
 
 
 # --- OrderedDict and defaultdict ---------------------------------------------------------
@@ -634,6 +677,18 @@ def constant_frozenset_membership(x):
     if 4 not in {1, 2, 3}:
         x = x + 1
     return x
+
+
+@program(lambda: (randn(2),))
+def set_iterated_in_loops(x):
+    s = {"b", "a", "c"}
+    out = []
+    for k in s:
+        out.append(k)
+    total = x
+    for i, k in enumerate(sorted(s)):
+        total = total + i * len(k)
+    return total, out, [k for k in s if k != "a"], list(zip(s, range(3)))
 
 
 @program(lambda: (randn(2),))

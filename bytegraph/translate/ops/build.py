@@ -9,7 +9,8 @@ from bytegraph.translate.registry import handler
 from bytegraph.variables.base import ValueMutationNew
 from bytegraph.variables.builtin import call
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.containers import DictVariable, ListVariable, TupleVariable
+from bytegraph.variables.containers import ListVariable, TupleVariable
+from bytegraph.variables.dicts import DictVariable
 from bytegraph.variables.sets import SetRecipe, SetVariable, _add_each, element
 
 if TYPE_CHECKING:

@@ -1,0 +1,281 @@
+"""Mappings: dict, OrderedDict and defaultdict with constant keys, and their views.
+
+A ``DictVariable`` is a handle like a list: its current items (key -> VT, in
+insertion order) live in SideEffects. ``d.keys()``, ``d.values()`` and
+``d.items()`` are live views of those items, as in CPython.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict, defaultdict
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
+
+from bytegraph.exc import Unsupported
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import (
+    NEW_VALUE,
+    TupleVariable,
+    _is_none,
+    _refuse_if_mutated,
+    equal_now,
+    method_of,
+    python_constant,
+    store_contents,
+)
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DictVariable(VariableTracker):
+    """A dict, OrderedDict or defaultdict with constant keys, in insertion order.
+
+    ``default_factory`` is a defaultdict's factory (None for the others).
+    """
+
+    items: dict[Any, VariableTracker]
+    dict_type: type = dict
+    default_factory: VariableTracker | None = None
+
+    def python_type(self) -> type:
+        return self.dict_type
+
+    def items_now(self, tx: InstructionTranslatorBase) -> dict[Any, VariableTracker]:
+        return tx.output.side_effects.contents(self, self.items)
+
+    def as_python_constant(self) -> Any:
+        _refuse_if_mutated(self)
+        values = {k: v.as_python_constant() for k, v in self.items.items()}
+        if self.dict_type is defaultdict:
+            factory = self.default_factory
+            return defaultdict(factory.as_python_constant() if factory else None, values)
+        return self.dict_type(values)
+
+    def rebuild(self, tx: InstructionTranslatorBase, values: dict[Any, Any]) -> Any:
+        if self.dict_type is defaultdict:
+            factory = self.default_factory
+            return defaultdict(python_constant(tx, factory) if factory else None, values)
+        return self.dict_type(values)
+
+    def new_like(self, items: dict[Any, VariableTracker]) -> DictVariable:
+        """A new dict of the same type (and factory) created during tracing."""
+        return DictVariable(items, self.dict_type, self.default_factory, mutation_type=NEW_VALUE)
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return bool(self.items_now(tx))
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        if name == "default_factory" and self.dict_type is defaultdict:
+            return self.default_factory or ConstantVariable(None)
+        return method_of(self, name)
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self.items_now(tx)]
+
+    def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
+        return self.call_method(tx, "__getitem__", [index], {})
+
+    def call_method(
+        self,
+        tx: InstructionTranslatorBase,
+        name: str,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        items = self.items_now(tx)
+        if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
+            return self._missing(tx, args[0])
+        read = _DICT_READS.get(name)
+        if read is not None:
+            return read(tx, self, items, *args, **kwargs)
+        mutate = _DICT_MUTATIONS.get(name)
+        if mutate is None or (name in _ORDERED_ONLY and self.dict_type is not OrderedDict):
+            raise Unsupported("unsupported_call", f"{self.dict_type.__name__}.{name}")
+        new_items = dict(items)
+        result = mutate(tx, new_items, *args, **kwargs)
+        store_contents(tx, self, new_items)
+        return ConstantVariable(None) if result is None else result
+
+    def _missing(self, tx: InstructionTranslatorBase, key: VariableTracker) -> VariableTracker:
+        """``d[key]`` for an absent key: a defaultdict makes and stores a default."""
+        factory = self.default_factory
+        if factory is None or _is_none(factory):
+            raise Unsupported("unsupported_value", f"missing dict key {_key(key)!r} (raises)")
+        value = factory.call_function(tx, [], {})
+        self.call_method(tx, "__setitem__", [key, value], {})
+        return value
+
+    def replay_contents(self, codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
+        """``source.clear(); source.update({...})``"""
+        for method, arg in (("clear", None), ("update", items)):
+            codegen(self)
+            codegen.append(bc.Instr("LOAD_METHOD", method))
+            if arg is not None:
+                self._build_plain(codegen, arg)
+            codegen.append(*codegen.call_instrs(0 if arg is None else 1), bc.Instr("POP_TOP"))
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        items = codegen.side_effects.contents(self, self.items)
+        if self.dict_type is dict:
+            self._build_plain(codegen, items)
+        elif self.dict_type is OrderedDict:
+            codegen.call_const(OrderedDict, [DictVariable(items)])
+        elif self.dict_type is defaultdict:
+            factory = self.default_factory or ConstantVariable(None)
+            codegen.call_const(defaultdict, [factory, DictVariable(items)])
+        else:
+            raise Unsupported("unsupported_value", f"rebuilding a {self.dict_type.__name__}")
+
+    @staticmethod
+    def _build_plain(codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
+        for key, value in items.items():
+            codegen.load_const(key)
+            codegen(value)
+        codegen.append(bc.Instr("BUILD_MAP", len(items)))
+
+
+def _key(vt: VariableTracker) -> Any:
+    key = vt.as_python_constant()
+    try:
+        hash(key)
+    except TypeError:
+        raise Unsupported("unsupported_value", f"unhashable dict key {key!r}") from None
+    return key
+
+
+def _dict_get(tx, d, items, key: VariableTracker, default: VariableTracker | None = None):
+    return items.get(_key(key), default if default is not None else ConstantVariable(None))
+
+
+_DICT_READS: dict[str, Any] = {
+    "__getitem__": lambda tx, d, items, key: items[_key(key)],
+    "get": _dict_get,
+    "__contains__": lambda tx, d, items, k: ConstantVariable(_key(k) in items),
+    "__len__": lambda tx, d, items: ConstantVariable(len(items)),
+    "keys": lambda tx, d, items: DictViewVariable(d, "keys"),
+    "values": lambda tx, d, items: DictViewVariable(d, "values"),
+    "items": lambda tx, d, items: DictViewVariable(d, "items"),
+    "copy": lambda tx, d, items: d.new_like(dict(items)),
+}
+
+
+def _dict_pop(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
+    k = _key(key)
+    if k in items:
+        return items.pop(k)
+    if default is None:
+        raise Unsupported("unsupported_value", f"dict.pop of missing key {k!r} (raises in eager)")
+    return default
+
+
+def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs) -> None:
+    if other is not None:
+        if isinstance(other, DictVariable):
+            items.update(other.items_now(tx))
+        else:
+            for pair in other.unpack_sequence(tx):
+                kv = pair.unpack_sequence(tx)
+                if len(kv) != 2:
+                    raise Unsupported("unsupported_value", "dict update element is not a pair")
+                items[_key(kv[0])] = kv[1]
+    items.update(kwargs)
+
+
+def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
+    return items.setdefault(_key(key), default if default is not None else ConstantVariable(None))
+
+
+def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> VariableTracker:
+    if not items:
+        raise Unsupported("unsupported_value", "popitem of an empty dict (raises in eager)")
+    if last is not None and not last.as_python_constant():
+        k = next(iter(items))
+        v = items.pop(k)
+    else:
+        k, v = items.popitem()
+    return TupleVariable((ConstantVariable(k), v))
+
+
+def _dict_delitem(tx, items: dict, key: VariableTracker) -> None:
+    k = _key(key)
+    if k not in items:
+        raise Unsupported("unsupported_value", f"del of missing key {k!r} (raises in eager)")
+    del items[k]
+
+
+def _dict_move_to_end(tx, items: dict, key: VariableTracker,
+                      last: VariableTracker | None = None) -> None:
+    k = _key(key)
+    if k not in items:
+        raise Unsupported("unsupported_value", f"move_to_end of missing key {k!r} (raises)")
+    value = items.pop(k)
+    if last is None or last.as_python_constant():
+        items[k] = value
+    else:
+        rest = dict(items)
+        items.clear()
+        items[k] = value
+        items.update(rest)
+
+
+_DICT_MUTATIONS: dict[str, Any] = {
+    "__setitem__": lambda tx, items, k, v: items.__setitem__(_key(k), v),
+    "__delitem__": _dict_delitem,
+    "pop": _dict_pop,
+    "popitem": _dict_popitem,
+    "update": _dict_update,
+    "__ior__": _dict_update,
+    "setdefault": _dict_setdefault,
+    "clear": lambda tx, items: items.clear(),
+    "move_to_end": _dict_move_to_end,
+}
+_ORDERED_ONLY = frozenset({"move_to_end"})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()``, ``d.items()``: live views of the dict's contents."""
+
+    base: DictVariable
+    kind: str
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        items = self.base.items_now(tx)
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVariable((ConstantVariable(k), v)) for k, v in items.items()]
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        return bool(self.base.items_now(tx))
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        return method_of(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.base.items_now(tx)))
+        if name == "__contains__" and len(args) == 1:
+            if self.kind == "keys":
+                return ConstantVariable(_key(args[0]) in self.base.items_now(tx))
+            found = any(equal_now(tx, v, args[0]) for v in self.unpack_sequence(tx))
+            return ConstantVariable(found)
+        raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """``base.kind()``: a view of the rebuilt (or original) dict."""
+        codegen(self.base)
+        codegen.append(bc.Instr("LOAD_METHOD", self.kind), *codegen.call_instrs(0))
