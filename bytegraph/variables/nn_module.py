@@ -94,12 +94,19 @@ class NNModuleVariable(UserDefinedObjectVariable):
         """
         from bytegraph.variables.builder import wrap
 
+        self._check_members_unchanged(tx, dict_name)
         value = self.value.__dict__[dict_name][name]
         if self._attribute_reaches(name):
             source: Source = AttrSource(self.source, name)
         else:
             source = GetItemSource(AttrSource(self.source, dict_name), name)
         return wrap(tx, value, source)
+
+    def _check_members_unchanged(self, tx: Tx, dict_name: str) -> None:
+        """Members are read from the real dicts: the trace must not have changed them."""
+        tracked = tx.output.side_effects.existing(self.value.__dict__[dict_name])
+        if tracked is not None and tx.output.side_effects.is_modified(tracked):
+            raise Unsupported("side_effect", f"{dict_name} of a module changed during the trace")
 
     def _attribute_reaches(self, name: str) -> bool:
         if not _identifier(name) or name in self.value.__dict__:
@@ -174,6 +181,7 @@ class NNModuleVariable(UserDefinedObjectVariable):
 
     def _children(self, tx: Tx) -> dict[str, Any]:
         """The submodules in order, with ``_modules``'s keys guarded."""
+        self._check_members_unchanged(tx, "_modules")
         modules = self.value.__dict__["_modules"]
         source = AttrSource(self.source, "_modules")
         tx.output.add_guard(GuardKind.DICT_KEYS, source, (type(modules), tuple(modules)))
