@@ -6,7 +6,8 @@ inputs are copied with ``copy.deepcopy`` (which keeps their types, a
 defaultdict's factory and the sharing between them), and values are compared
 strictly: the same type at every level, dict keys in the same order, sets
 equal *and* iterating in the same order, tensors equal bit for bit with the
-same dtype, shape, strides and requires_grad. Identity among the mutable
+same dtype, shape, strides and requires_grad; dataclass instances field by
+field. Identity among the mutable
 objects reachable from the inputs and the result (which input a result is,
 which outputs are one object) must match eager too.
 
@@ -18,6 +19,7 @@ the cache: no new graph, no new cache entry.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,6 +49,10 @@ def assert_exact(actual: Any, expected: Any, path: str = "result") -> None:
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_exact(a, e, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(expected):
+        for field in dataclasses.fields(expected):
+            name = field.name
+            assert_exact(getattr(actual, name), getattr(expected, name), f"{path}.{name}")
     elif isinstance(expected, (set, frozenset)):
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
         assert list(actual) == list(expected), f"{path}: iteration order differs"
@@ -65,6 +71,10 @@ def _mutables(value: Any, path: str) -> Iterator[tuple[str, Any]]:
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             yield from _mutables(item, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        yield path, value
+        for field in dataclasses.fields(value):
+            yield from _mutables(getattr(value, field.name), f"{path}.{field.name}")
 
 
 def assert_same_identities(actual_world: Any, expected_world: Any) -> None:

@@ -9,6 +9,7 @@ inputs, see ``_exact.py``), and hit the cache on a second call.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import typing
 from collections import OrderedDict, defaultdict
 
@@ -35,6 +36,20 @@ class Pair(typing.NamedTuple):
     @property
     def total(self):
         return self.left.sum() + self.right.sum()
+
+
+@dataclasses.dataclass
+class Config:
+    scale: float
+    names: list
+    bias: torch.Tensor
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    weight: torch.Tensor
+    shape: tuple
 
 
 class Stats(Point):
@@ -547,6 +562,23 @@ def torch_return_types_fields(x):
     m = x.max(dim=1)
     values, indices = x.min(dim=0)
     return m.values * 2, m.indices, values, indices, m[0] is m.values
+
+
+# --- dataclass instances passed in (fields read, containers inside mutated) ---------------
+
+
+@program(lambda: (randn(2), Config(2.0, ["a", "b"], randn(2), {"k": 1})))
+def dataclass_fields_feed_containers(x, cfg):
+    out = {name: x * cfg.scale + cfg.bias for name in cfg.names}
+    cfg.names.append("c")
+    cfg.extra["seen"] = len(out)
+    return out, tuple(cfg.names), sorted(cfg.extra)
+
+
+@program(lambda: (randn(3), Frozen(randn(3), (3, 1))))
+def frozen_dataclass_fields(x, f):
+    rows, cols = f.shape
+    return (x * f.weight).view(rows, cols), [f.weight, x], f.shape[0] + 1
 
 
 # --- sets --------------------------------------------------------------------------------
