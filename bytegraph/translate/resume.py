@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import functools
+import inspect
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -124,6 +125,8 @@ class ResumeSpec:
     target: int  # instruction index in base_code
     stack_nulls: tuple[bool, ...]  # per stack slot, bottom first: True where it is a NULL
     local_names: tuple[str, ...]
+    # per stack slot: the name of a method the slot's argument (its receiver) is bound to
+    stack_methods: tuple[str | None, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,9 +174,12 @@ def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     target = bc.Label()
     body.insert(_abstract_index(base, body, spec.target), target)
     prologue: list[Any] = assemble.prologue(base)
-    for i, is_null in enumerate(spec.stack_nulls):
+    methods = spec.stack_methods or (None,) * len(spec.stack_nulls)
+    for i, (is_null, method) in enumerate(zip(spec.stack_nulls, methods)):
         load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
         prologue.append(load)
+        if method is not None:
+            prologue.append(bc.Instr("LOAD_ATTR", method))
     prologue.append(bc.Instr("JUMP_FORWARD", target))
     code = bc.Bytecode(prologue + body)
     # The user's name, so tracebacks and break reports read as the original function.
@@ -338,6 +344,9 @@ class BreakPlan:
     region: tuple[int, int] | None = None  # a loop run in Python: first and last index
     entry_live: tuple[str, ...] = ()  # bound locals the region itself may read
     absorbed: tuple[Instruction, ...] = ()  # STORE_FAST/POP_TOP run in Python after ``inst``
+    # Stack slots holding a bound method the Python part leaves in place: slot -> (receiver,
+    # method name). The method crosses into resume functions as its receiver.
+    methods: dict[int, tuple[VariableTracker, str]] = dataclasses.field(default_factory=dict)
 
     def needed_locals(self) -> list[str]:
         """Bound locals that code run after the graph may read."""
@@ -370,9 +379,11 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     live = {
         target: tuple(sorted(live_locals(tx.code, target) & set(bound))) for _, target, _ in exits
     }
+    callee = _callee_slot(inst, stack)
+    kept = len(stack) - max((pops for _, _, (pops, _) in _exits(inst)), default=len(stack))
     return BreakPlan(
-        inst, stack, bound, tx.kw_names, tuple(exits), _callee_slot(inst, stack), live,
-        absorbed=absorbed,
+        inst, stack, bound, tx.kw_names, tuple(exits), callee, live,
+        absorbed=absorbed, methods=_method_slots(tx, stack[: max(kept, 0)], callee),
     )
 
 
@@ -427,9 +438,11 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
         exits.append((bc.Label(), target, layout))
         live[target] = tuple(sorted(names))
     entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
+    # A loop never pops below the stack it starts on; a call region pops its receiver.
+    kept = len(stack) - (decoded.instructions[start].opname == "LOAD_METHOD")
     return BreakPlan(
         decoded.instructions[start], stack, bound, (), tuple(exits), None, live, (start, end),
-        entry_live,
+        entry_live, methods=_method_slots(tx, stack[:kept], None),
     )
 
 
@@ -511,9 +524,61 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
     return slot if isinstance(stack[slot], UserFunctionVariable) else None
 
 
+def _method_slots(
+    tx: InstructionTranslator, kept: tuple[VariableTracker, ...], callee: int | None
+) -> dict[int, tuple[VariableTracker, str]]:
+    """Slots of ``kept`` (left in place by the Python part) that hold a bound method.
+
+    A bound method object is made anew by every attribute access, so handed
+    to a resume function as is, the guard on its identity would fail on every
+    call. Its receiver crosses instead, and the resume function's prologue
+    binds the method again (``receiver.name``), where the trace sees it as
+    it saw it here.
+    """
+    slots = {}
+    for i, vt in enumerate(kept):
+        if i != callee:
+            rebinding = _rebinding(tx, vt)
+            if rebinding is not None:
+                slots[i] = rebinding
+    return slots
+
+
+def _rebinding(
+    tx: InstructionTranslator, vt: VariableTracker
+) -> tuple[VariableTracker, str] | None:
+    """(receiver, name) when ``receiver.name`` in Python gives the method ``vt`` stands for."""
+    from bytegraph.variables.base import BoundMethodVariable
+
+    if isinstance(vt, BoundMethodVariable):
+        return vt.receiver, vt.name  # its own reconstruction is ``receiver.name``
+    if type(vt).__name__ != "UserMethodVariable":
+        return None
+    receiver, function = vt.obj, getattr(vt.fn, "fn", None)
+    if not isinstance(function, types.FunctionType):
+        return None
+    name = function.__name__
+    try:
+        on_class = inspect.getattr_static(receiver.python_type(), name, None)
+    except Exception:  # noqa: BLE001  (a python_type() the VT cannot tell: no rebinding)
+        return None
+    if on_class is not function:
+        return None
+    # An instance attribute of the same name would win over the class's method.
+    if name in tx.output.side_effects.pending_attrs(receiver):
+        return None
+    value = getattr(receiver, "value", None)
+    if value is not None and name in getattr(value, "__dict__", {}):
+        return None
+    return receiver, name
+
+
 def live_roots(plan: BreakPlan) -> list[VariableTracker]:
     """The VTs the generated code will rebuild (their tensors become graph outputs)."""
-    roots = [v for v in plan.stack if not isinstance(v, NullVariable)]
+    roots = [
+        plan.methods[i][0] if i in plan.methods else v
+        for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)
+    ]
     locals_ = (plan.locals[name] for name in plan.needed_locals())
     return roots + [vt for vt in locals_ if vt is not None]
 
@@ -536,6 +601,8 @@ def emit_break(
                 continue
             if i == plan.callee_slot:
                 codegen.load_const(ctx.compiled_callee(vt.fn))
+            elif i in plan.methods:
+                codegen(plan.methods[i][0])
             else:
                 codegen(vt)
             targets.append(f"___stack{i}")
@@ -550,6 +617,8 @@ def emit_break(
             is_null = isinstance(vt, NullVariable)
             load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
             codegen.append(load)
+            if i in plan.methods:
+                codegen.append(bc.Instr("LOAD_ATTR", plan.methods[i][1]))
         if plan.region is None:
             _emit_instruction(codegen, plan)
             codegen.append(*(bc.Instr(i.opname, _abstract_arg(i)) for i in plan.absorbed))
@@ -559,8 +628,12 @@ def emit_break(
             if label is not None:
                 codegen.append(label)
             base, base_target = base_position(tx.code, target)
-            spec = ResumeSpec(base, base_target, nulls, plan.live[target])
-            _emit_resume_call(codegen, ctx.resume_function(spec), nulls, plan.live[target])
+            methods = tuple(
+                plan.methods[i][1] if i in plan.methods else None for i in range(len(nulls))
+            )
+            spec = ResumeSpec(base, base_target, nulls, plan.live[target], methods)
+            resume = ctx.resume_function(spec)
+            _emit_resume_call(codegen, resume, nulls, plan.live[target], methods)
 
     return emit
 
@@ -669,17 +742,29 @@ _NOOP = lambda: None  # noqa: E731  (called only to consume a NULL stack slot)
 
 
 def _emit_resume_call(
-    codegen: PyCodegen, resume: Any, nulls: tuple[bool, ...], names: tuple[str, ...]
+    codegen: PyCodegen,
+    resume: Any,
+    nulls: tuple[bool, ...],
+    names: tuple[str, ...],
+    methods: tuple[str | None, ...],
 ) -> None:
-    """Move the stack into temporaries, then ``return resume(*stack, *locals)``."""
+    """Move the stack into temporaries, then ``return resume(*stack, *locals)``.
+
+    A slot holding a bound method passes its receiver, kept in ``___stack<i>``.
+    """
     for i in reversed(range(len(nulls))):
         if nulls[i]:  # a NULL can only be consumed by a call: call a no-op on it
             codegen.load_const(_NOOP)
             codegen.append(*assemble.call(0), bc.Instr("POP_TOP"))
+        elif methods[i] is not None:
+            codegen.append(bc.Instr("POP_TOP"))
         else:
             codegen.append(bc.Instr("STORE_FAST", f"___exit{i}"))
     codegen.append(*assemble.push_null())
     codegen.load_const(resume)
-    args = [f"___exit{i}" for i, null in enumerate(nulls) if not null] + list(names)
+    args = [
+        f"___stack{i}" if methods[i] is not None else f"___exit{i}"
+        for i, null in enumerate(nulls) if not null
+    ] + list(names)
     codegen.append(*(bc.Instr("LOAD_FAST", a) for a in args))
     codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
