@@ -63,6 +63,8 @@ from bytegraph.variables.torch import (
 from bytegraph.variables.user_defined import (
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
+    UserMethodVariable,
+    function_vt,
     is_user_class,
 )
 
@@ -175,7 +177,23 @@ def _wrap_user_object(
     if is_user_class(cls) and not isinstance(value, torch.nn.Module):
         tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
         return UserDefinedObjectVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
+    if cls is types.MethodType and _is_user_method(value):
+        # A bound method from the frame (``obj.__exit__`` on a resumed stack): its
+        # function and its receiver, each guarded; not the fresh method object's id.
+        tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
+        receiver = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+        fn = function_vt(tx, value.__func__, AttrSource(source, "__func__"))
+        return UserMethodVariable(fn, receiver, source=source)
     return None
+
+
+def _is_user_method(method: types.MethodType) -> bool:
+    owner = method.__self__
+    if not isinstance(method.__func__, types.FunctionType):
+        return False
+    if isinstance(owner, type):
+        return is_user_class(owner)
+    return is_user_class(type(owner)) or is_traceable_module(owner)
 
 
 def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:

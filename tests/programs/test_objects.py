@@ -377,6 +377,11 @@ def bound_method_passed_around(x, s):
     return fn(x) + fn(x * 2)
 
 
+@add(lambda: (torch.randn(3), Scale(2.0, 1.0).apply, Scale.unit))
+def bound_methods_from_the_frame(x, apply, unit):
+    return apply(x) + unit().apply(x)
+
+
 @add(scale_inputs)
 def bound_method_returned(x, s):
     return s.apply, x * 2
