@@ -18,6 +18,7 @@ import builtins
 import collections
 import dataclasses
 import functools
+import inspect
 import math
 import operator
 import types
@@ -136,6 +137,7 @@ class BuiltinVariable(VariableTracker):
 
         handler = _HANDLERS.get(self.fn) or _INSTANCE_HANDLERS.get(type(self.fn))
         if handler is not None:
+            check_arguments(self.fn, args, kwargs)
             result = handler(tx, args, kwargs) if self.fn in _HANDLERS else handler(
                 tx, self.fn, args, kwargs)
             if result is not None:
@@ -152,6 +154,39 @@ class BuiltinVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"BuiltinVariable({_name(self.fn)})"
+
+
+# Positional-argument counts of builtins without an introspectable signature.
+_ARITY: dict[Any, tuple[int, float]] = {
+    builtins.getattr: (2, 3), builtins.iter: (1, 2), builtins.next: (1, 2),
+    builtins.map: (2, math.inf), builtins.filter: (2, 2), builtins.set: (0, 1),
+    builtins.frozenset: (0, 1), builtins.min: (1, math.inf), builtins.max: (1, math.inf),
+    builtins.bool: (0, 1), builtins.dict: (0, 1), collections.OrderedDict: (0, 1),
+    collections.defaultdict: (0, 2), functools.reduce: (2, 3), builtins.zip: (0, math.inf),
+}
+_SIGNATURES: dict[Any, inspect.Signature | None] = {}
+
+
+def check_arguments(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Unsupported if ``fn(*args, **kwargs)`` has the wrong arguments (TypeError in eager),
+    so handlers can unpack them freely."""
+    bounds = _ARITY.get(fn)
+    if bounds is not None:
+        if not bounds[0] <= len(args) <= bounds[1]:
+            raise Unsupported("unsupported_call", f"{_name(fn)}() with {len(args)} arguments")
+        return
+    if fn not in _SIGNATURES:
+        try:
+            _SIGNATURES[fn] = inspect.signature(fn)
+        except (TypeError, ValueError):
+            _SIGNATURES[fn] = None
+    signature = _SIGNATURES[fn]
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported("unsupported_call", f"{_name(fn)}(): {e} (TypeError in eager)") from None
 
 
 def _name(fn: Any) -> str:
@@ -460,14 +495,14 @@ def _fromkeys(cls: Any, keys: Any, value: Any = None) -> Any:
     raise AssertionError("never called")
 
 
-def _handle_fromkeys(tx, args, kwargs) -> VariableTracker | None:
+def _handle_fromkeys(tx, args, kwargs) -> VariableTracker:
     from bytegraph.variables.containers import NEW_VALUE
     from bytegraph.variables.dicts import DictVariable
 
     cls, keys = args[0].as_python_constant(), args[1]
     value = args[2] if len(args) > 2 else ConstantVariable(None)
-    if cls is collections.defaultdict or kwargs:
-        return None
+    if cls is collections.defaultdict or kwargs or len(args) > 3:
+        raise Unsupported("unsupported_call", "fromkeys with these arguments")
     items = {k.as_python_constant(): value for k in keys.unpack_sequence(tx)}
     return DictVariable(items, cls, mutation_type=NEW_VALUE)
 

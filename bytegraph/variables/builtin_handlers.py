@@ -296,8 +296,8 @@ def _min_max(pick: Any):
         kwargs = dict(kwargs)
         key = kwargs.pop("key", None)
         default = kwargs.pop("default", None)
-        if kwargs or not args or (default is not None and len(args) > 1):
-            return None
+        if kwargs or (default is not None and len(args) > 1):
+            raise Unsupported("unsupported_call", f"{pick.__name__}() with these arguments")
         items = _items(tx, args[0]) if len(args) == 1 else list(args)
         if not items:
             if default is None:

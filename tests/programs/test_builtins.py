@@ -19,8 +19,10 @@ import operator
 
 import pytest
 import torch
-from _exact import check_exact
+from _exact import assert_exact, check_exact
 from _harness import Corpus, randn
+
+import bytegraph
 
 CORPUS = Corpus()
 program = CORPUS.add
@@ -538,3 +540,131 @@ assert len(CORPUS) >= 50
 @pytest.mark.parametrize("prog", list(CORPUS), ids=lambda p: p.name)
 def test_program_matches_eager(prog, counting_backend) -> None:
     check_exact(prog.fn, prog.make_inputs, counting_backend)
+
+
+# --- what must not be traced: eager semantics kept, errors included ----------------------
+#
+# Each of these either raises in eager (the compiled function must raise the same
+# exception type) or needs a value unknown at trace time (the compiled function
+# must still return eager's result). How many graphs they compile to is the
+# graph-break machinery's business; a wrong answer is never acceptable.
+
+
+def dict_resized_while_iterating(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    d = {"a": 1}
+    for k in d:
+        d[k + "!"] = 2
+    return x
+
+
+def set_resized_while_iterating(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    s = {1}
+    for k in s:
+        s.add(k + 1)
+    return x
+
+
+def any_with_two_arguments(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x * any([1], [2])
+
+
+def len_of_an_iterator(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x * len(iter([1, 2]))
+
+
+def reversed_of_a_set(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x, list(reversed({1, 2}))
+
+
+def index_of_a_missing_value(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x * [1, 2].index(5)
+
+
+def missing_dict_key(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    d = {"a": 1}
+    return x * d["b"]
+
+
+def zip_strict_of_unequal_lengths(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x, list(zip([1], [1, 2], strict=True))
+
+
+def remove_of_a_missing_value(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    xs = [1]
+    xs.remove(2)
+    return x
+
+
+def max_of_one_element_tensors(x):
+    a, b = x[:1], x[1:2]
+    return max(a, b) * 2, min([b, a]) + 1
+
+
+def sorted_one_element_tensors(x):
+    return sorted([x[1:2], x[:1], x[2:3]])
+
+
+def set_of_tensors(x):
+    s = {x, x * 2}
+    return len(s), x in s
+
+
+def str_and_int_of_tensors(x):
+    return str(x[:1] * 0), int((x[:1] * 0 + 3).sum()), f"{(x * 0).sum():.1f}"
+
+
+def tensor_membership_compares_values(x):
+    y = x.clone()
+    return y in [x[:1] * 0 + 5, y], x * 2
+
+
+def print_keeps_its_output(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    print("value", 1 + 2)
+    return x + 1
+
+
+def unhashable_set_element(x):
+    x = x * 2  # tensor work: a wrong trace would compile a graph
+    return x, {[1]}
+
+
+REFUSALS = [
+    dict_resized_while_iterating, set_resized_while_iterating, any_with_two_arguments,
+    len_of_an_iterator, reversed_of_a_set, index_of_a_missing_value, missing_dict_key,
+    zip_strict_of_unequal_lengths, remove_of_a_missing_value, max_of_one_element_tensors,
+    sorted_one_element_tensors, set_of_tensors, str_and_int_of_tensors,
+    tensor_membership_compares_values, print_keeps_its_output, unhashable_set_element,
+]
+
+
+def _outcome(fn, x):
+    try:
+        return "returned", fn(x)
+    except Exception as e:  # the program's own error, compared by type
+        return "raised", type(e)
+
+
+@pytest.mark.parametrize("fn", REFUSALS, ids=lambda f: f.__name__)
+def test_untraceable_program_keeps_eager_semantics(fn, counting_backend, capsys) -> None:
+    compiled = bytegraph.compile(fn, backend=counting_backend)
+    for _ in range(2):
+        x = torch.randn(3)
+        eager_kind, eager_value = _outcome(fn, x.clone())
+        eager_out = capsys.readouterr().out
+        kind, value = _outcome(compiled, x.clone())
+        assert capsys.readouterr().out == eager_out
+        assert kind == eager_kind, f"eager {eager_kind} {eager_value}, compiled {kind} {value}"
+        if kind == "raised":
+            assert value is eager_value
+        else:
+            assert_exact(value, eager_value)
