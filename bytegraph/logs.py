@@ -70,6 +70,14 @@ def enabled(artifact: str, level: int = logging.INFO) -> bool:
 
 
 def configure_from_environment() -> None:
+    """At import: BYTEGRAPH_LOGS if set; otherwise every artifact off.
+
+    Off means an explicit WARNING level, so an application that sets the root
+    logger to INFO does not turn on every artifact by inheritance.
+    """
     spec = os.environ.get("BYTEGRAPH_LOGS")
     if spec:
         set_logs(spec)
+    else:
+        for name in ARTIFACTS:
+            get_logger(name).setLevel(logging.WARNING)
