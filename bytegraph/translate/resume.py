@@ -28,6 +28,8 @@ import dataclasses
 import dis
 import functools
 import inspect
+import os
+import sysconfig
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -521,7 +523,29 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
         slot = len(stack) - 2 - (inst.arg & 1)
     else:
         return None
-    return slot if isinstance(stack[slot], UserFunctionVariable) else None
+    vt = stack[slot]
+    if not isinstance(vt, UserFunctionVariable) or _is_standard_library(vt.fn.__code__.co_filename):
+        return None
+    return slot
+
+
+@functools.cache
+def _is_standard_library(filename: str) -> bool:
+    """Whether ``filename`` is a module of Python's standard library.
+
+    A standard-library function whose body broke runs as is rather than as a
+    compiled callee: it does no tensor work worth a graph, and some of it
+    looks at its callers' frames (logging's findCaller, ``stacklevel``),
+    which a compiled callee's extra dispatch frame would shift.
+    """
+    paths = sysconfig.get_paths()
+    name = os.path.abspath(filename)
+    packages = [os.path.join(paths[key], "") for key in ("purelib", "platlib")]
+    return (
+        name.startswith(os.path.join(paths["stdlib"], ""))
+        and not any(name.startswith(p) for p in packages)
+        and not {"site-packages", "dist-packages"} & set(name.split(os.sep))
+    )
 
 
 def _method_slots(
