@@ -265,3 +265,15 @@ def test_environment_variable_unknown_artifact() -> None:
     done = run_script("graph_breaks,nope")
     assert done.returncode != 0
     assert "ValueError" in done.stderr and "nope" in done.stderr
+
+
+def test_root_logger_at_debug_does_not_turn_artifacts_on() -> None:
+    """An application's logging.basicConfig(level=DEBUG) must not enable bytegraph's artifacts."""
+    script = "import logging\nlogging.basicConfig(level=logging.DEBUG)\n" + _SCRIPT
+    env = {k: v for k, v in os.environ.items() if k != "BYTEGRAPH_LOGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "printed by f" in done.stdout
+    assert "bytegraph." not in done.stderr, done.stderr

@@ -100,7 +100,7 @@ def observed(fn: Callable[..., Any], sink: list[Observation], capsys, caplog) ->
         captured = capsys.readouterr()
         logs = tuple(
             f"{r.levelname}:{r.getMessage()} from {r.pathname}:{r.lineno} in {r.funcName}"
-            for r in caplog.records if r.name == LOG_NAME
+            for r in caplog.records if r.name in (LOG_NAME, "root")
         )
         sink.append(Observation(
             captured.out, captured.err, logs, freeze((SEEN, STATS, COUNTER, BOX)),
@@ -190,6 +190,13 @@ def clamp_if_large(t):
 def log_and_scale(t):
     LOG.info("scaling %s", tuple(t.shape))
     return t * 2
+
+
+def helper_loop_prints(t):
+    u = t * 2
+    for i in range(2):
+        print("helper loop", i)
+    return u
 
 
 def combine(a, b):
@@ -290,6 +297,15 @@ def module_logger_info_of_tensor(x):
     y = x * 3
     LOG.info("mean %s", y.mean())
     return y + 1
+
+
+@program(t(3), 2)
+def logging_module_function(x):
+    # logging.warning (the root logger) breaks inside the standard library, which runs
+    # as is: the record names this line, as in eager. g1: add; g2: mul.
+    y = x + 1
+    logging.warning("module-level %s", tuple(y.shape))
+    return y * 2
 
 
 @program(t(3), 3)
@@ -1025,6 +1041,192 @@ def mutation_then_print_then_read(x, acc):
     acc[0] = acc[0] + x
     print("len", len(acc))
     return acc[0] * 2
+
+
+# --- more shapes of code around a break ---------------------------------------------------
+
+
+@program(t(3, requires_grad=True), (2, 0))
+def print_in_loop_inside_no_grad(x):
+    # The loop (inside the block) runs in Python with grad disabled.
+    # g1: set_grad_enabled(False), mul; g2: set_grad_enabled(True), mul.
+    with torch.no_grad():
+        y = x * 2
+        for i in range(2):
+            print("no grad loop", i, torch.is_grad_enabled())
+            y = y + i
+    return y * x
+
+
+@program(t(3), 3)
+def loop_break_inside_helper(x):
+    # helper_loop_prints is compiled: its loop runs in Python.
+    # g1: add; helper: g2: mul (before its loop), its resume after the loop: no op;
+    # the root resumes: g3: sub.
+    y = x + 1
+    z = helper_loop_prints(y)
+    return z - 1
+
+
+@program(lambda: (torch.randn(3), [1, 2, 3]), 2)
+def walrus_in_logged_call(x, xs):
+    # The whole LOG.info call (with the walrus store) runs in Python; n is read after.
+    # g1: mul; g2: mul by n.
+    y = x * 2
+    LOG.info("%d items", (n := len(xs)))
+    return y * n
+
+
+@program(t(3), 2)
+def logging_keyword_arguments(x):
+    # LOAD_METHOD ... KW_NAMES ... CALL runs in Python. g1: add; g2: mul.
+    y = x + 1
+    LOG.info("with extra %s", tuple(y.shape), extra={"tag": "kw"}, stacklevel=1)
+    return y * 2
+
+
+@program(lambda: (torch.randn(3), True), (2, 0))
+def conditional_argument_of_logged_call(x, flag):
+    # A jump inside the call's arguments: it is no straight line. g1: mul; g2: add
+    # (or the frame runs as Python).
+    y = x * 2
+    LOG.info("flag %s", "on" if flag else "off")
+    return y + 1
+
+
+@program(t(3), 2)
+def keyword_only_and_defaults(x, *, scale=3.0, shift=1):
+    # g1: mul; g2: add.
+    y = x * scale
+    print("scale", scale)
+    return y + shift
+
+
+@program(lambda: (torch.randn(3), torch.randn(3)), 2)
+def varargs_across_break(*args, **kwargs):
+    # args (a tuple of tensors) and kwargs (a dict) cross the break.
+    # g1: add; g2: mul, add.
+    total = args[0] + args[1]
+    print("nargs", len(args), sorted(kwargs))
+    return total * 2 + args[0], len(kwargs)
+
+
+@program(t(3), 2)
+def tuple_literal_with_print(x):
+    # (x * 2, None, ...) is built around the call. g1: mul; g2: add.
+    return (x * 2, print("middle"), x + 1)
+
+
+@program(positive(3), 3)
+def chained_comparison_on_tensor(x):
+    # 0 < s < 10 compares twice, each a jump on a tensor.
+    # g1: sum, gt; g2: lt; g3: mul.
+    s = x.sum()
+    if 0 < s < 10:
+        return x * 2
+    return x
+
+
+@program(small(3), 2)
+def while_true_with_data_dependent_break(x):
+    # g1: mul; the loop runs in Python; g2: add.
+    y = x * 2
+    while True:
+        x = x + 0.3
+        if x.min() > 1:
+            break
+    return y + x
+
+
+@program(t(3), 2)
+def return_print_or_value(x):
+    # print's None feeds an or. g1: mul; g2: mul.
+    y = x * 2
+    return print("or") or y * 3
+
+
+@program(t(3), 3)
+def two_breaks_on_one_line(x):
+    # g1: add; g2: mul; g3: sub.
+    y = x + 1
+    print("a"); y = y * 2; print("b")  # noqa: E702
+    return y - 1
+
+
+@program(t(3), 2)
+def locals_of_odd_kinds(x):
+    # A slice, a range, a dtype, a device, a function, a module and a class cross.
+    # g1: mul; g2: slice, to, relu, add.
+    sl = slice(0, 2)
+    rg = range(3)
+    dt = torch.float64
+    dev = torch.device("cpu")
+    act = torch.relu
+    mod = torch.nn.functional
+    cls = torch.Tensor
+    y = x * 2
+    print("odd locals")
+    z = act(y[sl].to(dtype=dt, device=dev))
+    return z + len(rg), mod.__name__, cls.__name__
+
+
+@program(t(3), 2)
+def global_written_before_read_after(x):
+    # The store is replayed before the print; the resume function reads the new value.
+    # g1: mul; g2: add.
+    global COUNTER
+    COUNTER = 5
+    y = x * 2
+    print("counter", COUNTER)
+    return y + COUNTER
+
+
+@program(lambda: (torch.randn(3), [torch.randn(3), torch.randn(3)]), 2)
+def input_list_mutated_then_read(x, xs):
+    # g1: mul; g2: add of the three.
+    xs.append(x * 2)
+    print("len", len(xs))
+    return xs[0] + xs[1] + xs[2]
+
+
+@program(lambda: ((torch.randn(3), torch.randn(3)),), 2)
+def tuple_input_unpacked_after_break(pair):
+    # g1: add; g2: sub.
+    s = pair[0] + pair[1]
+    print("pair")
+    a, b = pair
+    return s - a * b
+
+
+@program(lambda: ([torch.randn(2) for _ in range(3)],), 2)
+def comprehension_with_print(xs):
+    # The comprehension's own function runs in Python (a break inside it).
+    # g1: mul; g2: stack, sum... the result list crosses as a value.
+    scale = xs[0] * 0 + 2
+    ys = [print("item", i) or t * 2 for i, t in enumerate(xs)]
+    return torch.stack(ys).sum(0) * scale
+
+
+@program(t(4), 2, same_values=True)
+def print_format_conversions(x):
+    # Formatting s runs in Python: the string (of s's value) crosses the break.
+    # g1: sum; g2: mul.
+    s = x.sum()
+    print(f"{s!r} {s.shape!s:>8} {s.dtype}")
+    return x * 2
+
+
+@program(t(3), 3)
+def user_context_and_no_grad(x):
+    # g1: mul; g2: set_grad_enabled(False), add, set_grad_enabled(True); g3: sub.
+    # (The with-blocks' values are rebuilt across both breaks.)
+    y = x * 2
+    with Tracked("outer"):
+        print("in tracked")
+        with torch.no_grad():
+            z = y + 1
+        bytegraph.graph_break()
+    return z - y
 
 
 # --- the recipe ----------------------------------------------------------------------------
