@@ -9,14 +9,17 @@ inputs, see ``_exact.py``), and hit the cache on a second call.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import typing
 from collections import OrderedDict, defaultdict
 
 import pytest
 import torch
-from _exact import check_exact
+from _exact import assert_exact, check_exact
 from _harness import Corpus, randn
+
+import bytegraph
 
 CORPUS = Corpus()
 program = CORPUS.add
@@ -735,3 +738,55 @@ assert len(CORPUS) >= 60
 @pytest.mark.parametrize("prog", list(CORPUS), ids=lambda p: p.name)
 def test_program_matches_eager(prog, counting_backend) -> None:
     check_exact(prog.fn, prog.make_inputs, counting_backend)
+
+
+# --- guards on container inputs: a changed container is a new trace, never a stale one ------
+
+
+def _scaled_by_members(x, modes):
+    out = x
+    for m in sorted(modes, key=str):
+        out = out * (m if isinstance(m, (int, float)) else len(m))
+    return out, list(modes)
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [{"ab", "c"}, {"ab", "c"}, {"ab"}, {"c", "ab", "d"}],
+        [{1, 9}, {9, 1}, {1.0, 9}, {True, 9}],  # equal sets, other order or element types
+        [frozenset({2, 3}), frozenset({2, 3}), frozenset({3, 4})],
+    ],
+    ids=["strings", "order_and_types", "frozensets"],
+)
+def test_set_inputs_are_guarded(calls, counting_backend) -> None:
+    compiled = bytegraph.compile(_scaled_by_members, backend=counting_backend)
+    for modes in calls:
+        x = randn(2)
+        expected = _scaled_by_members(x, set(modes) if type(modes) is set else modes)
+        actual = compiled(x, modes)
+        assert_exact(actual, expected)
+        assert [type(m) for m in actual[1]] == [type(m) for m in expected[1]]
+
+
+def _reads_containers(x, d, od, dd, nt):
+    return x * d["k"] + len(od) + dd["z"] + nt.x, list(od), dd.default_factory
+
+
+@pytest.mark.parametrize("change", ["dict_value", "od_order", "dd_factory", "nt_type"])
+def test_mapping_and_namedtuple_inputs_are_guarded(change, counting_backend) -> None:
+    compiled = bytegraph.compile(_reads_containers, backend=counting_backend)
+
+    def inputs(variant: bool):
+        d = {"k": 3 if variant and change == "dict_value" else 2}
+        pairs = [("a", 2), ("b", 1)]
+        od = OrderedDict(pairs[::-1] if variant and change == "od_order" else pairs)
+        dd = defaultdict(float if variant and change == "dd_factory" else int)
+        nt = Stats(5, 2) if variant and change == "nt_type" else Point(1, 2)
+        return randn(2), d, od, dd, nt
+
+    for variant in (False, True, False):
+        args = inputs(variant)
+        expected = _reads_containers(*copy.deepcopy(args))
+        actual = compiled(*copy.deepcopy(args))
+        assert_exact(actual, expected)
