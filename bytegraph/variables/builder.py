@@ -20,7 +20,13 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.guards.guard import GuardKind, TensorSnapshot
-from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.guards.sources import (
+    AttrSource,
+    GetItemSource,
+    GlobalSource,
+    ModuleGlobalSource,
+    Source,
+)
 from bytegraph.markers import marking
 from bytegraph.variables.base import (
     AttributeMutationExisting,
@@ -52,6 +58,7 @@ from bytegraph.variables.object_builtins import (
     ObjectBuiltinVariable,
 )
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
+from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.torch import (
@@ -111,10 +118,18 @@ def _track(tx: InstructionTranslatorBase, value: Any, vt: VariableTracker) -> No
         tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(e.source for e in earlier))
 
 
+# Where an int or float is a setting or counter, guarded only when its value is used.
+_SYMBOLIC_SCALAR_SOURCES = (AttrSource, GlobalSource, ModuleGlobalSource)
+
+
 def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
     guard = tx.output.add_guard
     if isinstance(value, torch.Tensor):
         return _wrap_tensor(tx, value, source)
+    if type(value) in (int, float) and isinstance(source, _SYMBOLIC_SCALAR_SOURCES):
+        # A counter or setting: its value is guarded only if the trace relies on it.
+        guard(GuardKind.TYPE_MATCH, source, type(value))
+        return SymbolicScalarVariable(value, tx.output, source=source)
     if is_constant_value(value) and type(value) not in (tuple, frozenset):
         guard(GuardKind.CONSTANT_MATCH, source, value)
         return ConstantVariable(value, source=source)
@@ -240,7 +255,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
 
 
-def _wrap_tensor(tx: InstructionTranslatorBase, value: torch.Tensor, source: Source) -> VariableTracker:
+def _wrap_tensor(
+    tx: InstructionTranslatorBase, value: torch.Tensor, source: Source
+) -> VariableTracker:
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported("unsupported_value", f"tensor subclass {type(value).__name__}")
     output = tx.output

@@ -133,8 +133,12 @@ class BuiltinVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        from bytegraph.variables.scalars import symbolic_arithmetic
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
+        symbolic = symbolic_arithmetic(self.fn, args, kwargs)
+        if symbolic is not None:
+            return symbolic
         handler = _HANDLERS.get(self.fn) or _INSTANCE_HANDLERS.get(type(self.fn))
         if handler is not None:
             check_arguments(self.fn, args, kwargs)
