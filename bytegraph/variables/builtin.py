@@ -465,9 +465,9 @@ def _identity(tx, args, kwargs) -> ConstantVariable | None:
         return ConstantVariable(False)
     if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
         return ConstantVariable(a.value is b.value)
-    if a.mutation_type is not None and b.mutation_type is not None and (
-        a.source is None or b.source is None
-    ):  # a container made in the trace is no other object
+    if a.mutation_type is not None and b.mutation_type is not None:
+        # Mutable objects have one VT each (aliases share it, under a SAME_OBJECT
+        # guard), and one made in the trace is no other object: distinct VTs differ.
         return ConstantVariable(False)
     try:
         if a.python_type() is not b.python_type():
