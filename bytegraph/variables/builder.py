@@ -114,7 +114,9 @@ def _track(tx: InstructionTranslatorBase, value: Any, vt: VariableTracker) -> No
     if not isinstance(vt.mutation_type, (ValueMutationExisting, AttributeMutationExisting)):
         return
     earlier = tx.output.side_effects.track_existing(value, vt)
-    if earlier and (type(value) in (list, dict, set) or isinstance(vt, UserDefinedObjectVariable)):
+    if earlier and (
+        type(value) in (list, set, *DICT_TYPES) or isinstance(vt, UserDefinedObjectVariable)
+    ):
         tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(e.source for e in earlier))
 
 

@@ -62,5 +62,24 @@ class ObjectVariable(VariableTracker):
             "unsupported_value", f"attribute {name!r} of a {type(self.value).__name__} object"
         )
 
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        raise Unsupported("unsupported_call", f"call of {describe_callable(self.value)}")
+
     def __repr__(self) -> str:
         return f"ObjectVariable({type(self.value).__name__})"
+
+
+def describe_callable(value: Any) -> str:
+    """``builtins.print``, ``time.sleep``, ``mymodule.Helper.method``: what a break names."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if name is None:
+        return f"a {type(value).__name__} object"
+    module = getattr(value, "__module__", None)
+    if module is None and getattr(value, "__self__", None) is not None:
+        module = getattr(type(value.__self__), "__module__", None)
+    return f"{module}.{name}" if module else name

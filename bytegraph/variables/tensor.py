@@ -17,7 +17,7 @@ import torch.fx
 
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class TensorVariable(VariableTracker):
     ) -> VariableTracker:
         if name in _UNSUPPORTED_METHODS:
             raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
-        folded = _fold_method(self, name, args, kwargs)
+        folded = _fold_method(tx, self, name, args, kwargs)
         if folded is not None:
             return folded
         return tensor_op(tx, "call_method", name, [self, *args], kwargs)
@@ -123,16 +123,20 @@ _FOLDED_METHODS = frozenset({
 
 
 def _fold_method(
-    t: TensorVariable, name: str, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+    tx: InstructionTranslatorBase,
+    t: TensorVariable,
+    name: str,
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
 ) -> VariableTracker | None:
-    from bytegraph.variables.containers import SizeVariable
+    from bytegraph.variables.containers import SizeVariable, python_constant
 
     if name == "get_device":
         return ConstantVariable(t.device.index if t.device.type != "cpu" else -1)
     if name not in _FOLDED_METHODS:
         return None
-    const_args = [a.as_python_constant() for a in args]
-    const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+    const_args = [python_constant(tx, a) for a in args]
+    const_kwargs = {k: python_constant(tx, v) for k, v in kwargs.items()}
     try:
         result = getattr(t.example, name)(*const_args, **const_kwargs)
     except Exception as e:  # x.size(5) on a matrix: raises in eager too, so run it there
@@ -230,7 +234,7 @@ def _wrap_result(
         if type(example) is list:
             from bytegraph.variables.containers import ListVariable
 
-            return ListVariable(tuple(items))
+            return ListVariable(tuple(items), mutation_type=ValueMutationNew(1))
         return TupleVariable(tuple(items), tuple_type=type(example))
     if example is None:
         return ConstantVariable(None)

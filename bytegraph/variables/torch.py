@@ -103,8 +103,10 @@ class TorchFunctionVariable(VariableTracker):
         if fold is not None and not kwargs:
             return ConstantVariable(fold(args))
         if self.value in _CONSTANT_CONSTRUCTORS:
-            consts = [a.as_python_constant() for a in args]
-            const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            from bytegraph.variables.containers import python_constant
+
+            consts = [python_constant(tx, a) for a in args]
+            const_kwargs = {k: python_constant(tx, v) for k, v in kwargs.items()}
             try:
                 result = self.value(*consts, **const_kwargs)
             except Exception as e:  # torch.device("nope"): let eager raise it
