@@ -119,6 +119,19 @@ class VariableTracker:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class PythonValueVariable(VariableTracker):
+    """A VT that stands for one known Python object (a class, a function, a module)."""
+
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class NullVariable(VariableTracker):
     """The NULL that 3.11 calls push below a callable."""
 

@@ -19,6 +19,7 @@ from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import is_constant_value
 from bytegraph.variables.containers import NEW_VALUE, TupleVariable
 from bytegraph.variables.dicts import DictVariable
+from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -29,16 +30,8 @@ _GENERATED = frozenset({"_make", "_replace", "_asdict", "__new__", "__repr__",
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class NamedTupleClassVariable(VariableTracker):
+class NamedTupleClassVariable(ClassVariable):
     """A named tuple class: calling it builds an instance from field values."""
-
-    value: type
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
 
     def call_function(
         self,

@@ -7,7 +7,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import PythonValueVariable, VariableTracker
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -15,16 +15,8 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ClassVariable(VariableTracker):
+class ClassVariable(PythonValueVariable):
     """A class object, compared by identity (``type(x) is torch.Tensor``)."""
-
-    value: type
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
 
     def call_function(
         self,

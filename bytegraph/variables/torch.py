@@ -19,7 +19,7 @@ import torch
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 
@@ -80,16 +80,8 @@ def is_trace_time_function(value: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class TorchFunctionVariable(VariableTracker):
+class TorchFunctionVariable(PythonValueVariable):
     """A torch function: a graph node, or folded at trace time."""
-
-    value: Any
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
 
     def call_function(
         self,
