@@ -1,25 +1,31 @@
-"""Graph breaks: compile what came before, run one instruction in Python, resume.
+"""Graph breaks: compile what came before, run a piece in Python, resume.
 
 When the translator meets something it cannot trace at instruction ``i`` of
-the frame being compiled, translation restarts and stops just before ``i``.
-The transformed code then
+the frame being compiled, translation restarts and stops just before the
+piece that must run in Python: instruction ``i`` itself (with a store or pop
+of its result that follows), the whole call when ``i`` is a LOAD_METHOD,
+or the outermost loop around ``i``. The transformed code then
 
 1. calls the graph built so far,
 2. materialises the live locals into their real slots and the symbolic stack
    into temporaries, then replays pending side effects,
-3. reloads the stack and executes instruction ``i`` itself, in Python
-   (a call of a user function whose body broke calls a compiled wrapper of it
-   instead, so the callee's tensor work is still captured),
-4. at each exit of ``i`` (the next instruction, or a jump target), moves the
-   stack into temporaries and returns ``resume(*stack, *live_locals)``.
+3. returns ``part(*stack, *locals)``: the *Python part*, the original code
+   entered at the piece's first instruction with the stack rebuilt from its
+   arguments (a call of a user function whose body broke calls a compiled
+   wrapper of it instead, so the callee's tensor work is still captured).
+   At each exit of the piece (the next instruction, a jump target, a loop's
+   exits) a stub returns ``resume(*stack, *live_locals)``.
 
-A resume function is the original code with a prologue that rebuilds the
-stack from its arguments and jumps to the exit; it is itself a compiled entry
-point with its own guards and cache, generated once per (code, exit, stack
-layout, locals). Breaks are refused, and the frame runs as plain Python,
-where the break is inside a loop (resuming would recurse once per iteration),
-inside a ``try`` (the handler would not cover the Python part), or where the
-frame owns closure cells.
+The Python part runs in the original instructions and exception table, so
+a with-block around it exits if it raises, and an exception that leaves it
+goes on as Python to the end of the code, as in eager. A resume function is
+the original code with the same kind of prologue, jumping to an exit; it is
+itself a compiled entry point with its own guards and cache, generated once
+per (code, exit, stack layout, locals). A bound method waiting on the stack
+crosses as its receiver and is bound again in the prologue. Breaks are
+refused, and the frame runs as plain Python, inside a ``try`` (compiled code
+before and after the break would run outside its handler), in generators,
+or where the frame owns closure cells.
 """
 
 from __future__ import annotations
@@ -108,6 +114,7 @@ _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] =
 }
 # Instructions that never continue: a break there runs them and resumes nowhere.
 _NO_EXIT = frozenset({"RAISE_VARARGS"})
+_TERMINATORS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
 # What may follow a break's instruction and run in Python with it, so that a value it
 # produced and the program drops or stores never becomes a resume function's input
 # (a float from ``time.time()`` would be guarded by value there, missing every call).
@@ -172,33 +179,106 @@ def base_position(code: types.CodeType, index: int) -> tuple[types.CodeType, int
 
 def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     base = spec.base_code
+    concrete = _entered_code(
+        base, spec.target, spec.stack_nulls, spec.stack_methods, spec.local_names, {},
+        f"{base.co_qualname}.<resume at {spec.target}>",
+    )
+    shift = len(decode(concrete).instructions) - len(decode(base).instructions)
+    _origins[concrete] = (base, shift)
+    return concrete
+
+
+def _entered_code(
+    base: types.CodeType,
+    target: int,
+    stack_nulls: tuple[bool, ...],
+    stack_methods: tuple[str | None, ...],
+    local_names: tuple[str, ...],
+    stubs: dict[int, list[Any]],
+    qualname: str,
+) -> types.CodeType:
+    """``base`` entered at instruction ``target`` with the stack rebuilt from arguments.
+
+    The arguments are the stack (``___stack<i>``, NULLs pushed by the prologue,
+    methods bound again to their receivers), then ``local_names``. Before
+    each instruction of ``stubs``, its stub runs instead. Every instruction
+    and exception-table entry is ``base``'s own, depths included: the
+    prologue jumps into the middle of ranges that no flow from the entry
+    opens, so depths computed from the flow would be wrong.
+    """
     body = list(bc.Bytecode.from_code(base))
-    target = bc.Label()
-    body.insert(_abstract_index(base, body, spec.target), target)
+    _set_try_depths(base, body)
+    label = bc.Label()
+    inserts = [(_abstract_index(base, body, index), stub) for index, stub in stubs.items()]
+    inserts.append((_abstract_index(base, body, target), [label]))
+    for position, items in sorted(inserts, key=lambda p: p[0], reverse=True):
+        opened = _open_try(body, position)
+        if opened is not None and items[0] is not label:
+            # The resume function handles its own exceptions: its call is in no range.
+            reopened = bc.TryBegin(opened.target, opened.push_lasti, opened.stack_depth)
+            _retarget_try_end(body, position, opened, reopened)
+            items = [bc.TryEnd(opened), *items, reopened]
+        body[position:position] = items
     prologue: list[Any] = assemble.prologue(base)
-    methods = spec.stack_methods or (None,) * len(spec.stack_nulls)
-    for i, (is_null, method) in enumerate(zip(spec.stack_nulls, methods)):
+    methods = stack_methods or (None,) * len(stack_nulls)
+    for i, (is_null, method) in enumerate(zip(stack_nulls, methods)):
         load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
         prologue.append(load)
         if method is not None:
             prologue.append(bc.Instr("LOAD_ATTR", method))
-    prologue.append(bc.Instr("JUMP_FORWARD", target))
+    prologue.append(bc.Instr("JUMP_FORWARD", label))
     code = bc.Bytecode(prologue + body)
     # The user's name, so tracebacks and break reports read as the original function.
     code.name = base.co_name
     if hasattr(code, "qualname"):
-        code.qualname = f"{base.co_qualname}.<resume at {spec.target}>"
+        code.qualname = qualname
     code.filename = base.co_filename
     code.first_lineno = base.co_firstlineno
-    code.argnames = [f"___stack{i}" for i, n in enumerate(spec.stack_nulls) if not n]
-    code.argnames += list(spec.local_names)
+    code.argnames = [f"___stack{i}" for i, n in enumerate(stack_nulls) if not n]
+    code.argnames += list(local_names)
     code.argcount = len(code.argnames)
     code.freevars = list(base.co_freevars)
     code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
-    concrete = code.to_code()
-    shift = len(decode(concrete).instructions) - len(decode(base).instructions)
-    _origins[concrete] = (base, shift)
-    return concrete
+    return code.to_code(compute_exception_stack_depths=False)
+
+
+def _set_try_depths(base: types.CodeType, body: list[Any]) -> None:
+    """Give each TryBegin of ``body`` the stack depth of its entry in ``base``'s table.
+
+    ``bytecode`` leaves them unset when decoding and computes them from the
+    flow when assembling, which cannot see ranges only reached by a jump into
+    their middle.
+    """
+    decoded = decode(base)
+    real = [inst.index for inst in decoded.instructions if inst.opname != "EXTENDED_ARG"]
+    depths = {(e.start, e.target): e.depth for e in decoded.exception_table}
+    at_label: dict[bc.Label, int] = {}
+    pending: list[bc.Label] = []
+    count = 0
+    for item in body:
+        if isinstance(item, bc.Label):
+            pending.append(item)
+        elif isinstance(item, bc.Instr):
+            at_label.update((label, real[count]) for label in pending)
+            pending.clear()
+            count += 1
+    count = 0
+    for item in body:
+        if isinstance(item, bc.Instr):
+            count += 1
+        elif isinstance(item, bc.TryBegin):
+            start = real[count] if count < len(real) else len(decoded.instructions)
+            target = at_label.get(item.target)
+            depth = depths.get((start, target))
+            # A range may start at the EXTENDED_ARG before its first instruction.
+            while depth is None and start > 0 and (
+                decoded.instructions[start - 1].opname == "EXTENDED_ARG"
+            ):
+                start -= 1
+                depth = depths.get((start, target))
+            if depth is None:
+                raise Unsupported("unsupported_opcode", "an exception-table entry not found")
+            item.stack_depth = depth
 
 
 def _abstract_index(base: types.CodeType, body: list[Any], index: int) -> int:
@@ -241,7 +321,25 @@ def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
         for target, jump in backward:
             if target <= end and jump >= start and (target < start or jump > end):
                 start, end, grown = min(start, target), max(end, jump), True
+        if (start, end) != (index, index):
+            # A try inside the loop: its handlers (laid out after the body) run with it.
+            for entry in decoded.exception_table:
+                if start <= entry.start <= end and entry.target > end:
+                    end, grown = _block_end(decoded, entry.target), True
     return None if (start, end) == (index, index) else (start, end)
+
+
+def _block_end(decoded: DecodedCode, index: int) -> int:
+    """The last instruction of the straight-line block starting at ``index``."""
+    instructions = decoded.instructions
+    while index + 1 < len(instructions):
+        inst = instructions[index]
+        if inst.opname in _TERMINATORS or (
+            inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
+        ):
+            break
+        index += 1
+    return index
 
 
 def loop_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
@@ -339,13 +437,11 @@ class BreakPlan:
     inst: Instruction
     stack: tuple[VariableTracker, ...]
     locals: dict[str, VariableTracker | None]  # None: an argument never read, still in its slot
-    kw_names: tuple[str, ...]
     exits: tuple[tuple[bc.Label | None, int, tuple[bool, ...]], ...]  # (label, index, nulls)
     callee_slot: int | None  # stack slot of a user function to call compiled
     live: dict[int, tuple[str, ...]]  # exit index -> bound locals read from there on
     region: tuple[int, int] | None = None  # a loop run in Python: first and last index
     entry_live: tuple[str, ...] = ()  # bound locals the region itself may read
-    absorbed: tuple[Instruction, ...] = ()  # STORE_FAST/POP_TOP run in Python after ``inst``
     # Stack slots holding a bound method the Python part leaves in place: slot -> (receiver,
     # method name). The method crosses into resume functions as its receiver.
     methods: dict[int, tuple[VariableTracker, str]] = dataclasses.field(default_factory=dict)
@@ -371,21 +467,24 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
     bound.update({name: None for name in tx.frame_values if name not in bound})
     absorbed: tuple[Instruction, ...] = ()
+    stored: set[str] = set()  # bound by the absorbed stores, in the Python part
     if len(exits) == 1 and exits[0][0] is None:
         _, target, layout = exits[0]
         absorbed = _absorbed(tx.instructions, target, layout)
-        for stored in absorbed:
-            if stored.opname == "STORE_FAST":
-                bound[stored.argval] = None  # in its slot once the Python part ran
+        stored = {i.argval for i in absorbed if i.opname == "STORE_FAST"}
         exits = [(None, target + len(absorbed), layout[: len(layout) - len(absorbed)])]
     live = {
-        target: tuple(sorted(live_locals(tx.code, target) & set(bound))) for _, target, _ in exits
+        target: tuple(sorted(live_locals(tx.code, target) & (set(bound) | stored)))
+        for _, target, _ in exits
     }
+    # What the part may read, exception paths included (a with-block that swallows
+    # the exception goes on as Python from its end).
+    entry_live = tuple(sorted(live_locals(tx.code, inst.index) & set(bound)))
     callee = _callee_slot(inst, stack)
     kept = len(stack) - max((pops for _, _, (pops, _) in _exits(inst)), default=len(stack))
     return BreakPlan(
-        inst, stack, bound, tx.kw_names, tuple(exits), callee, live,
-        absorbed=absorbed, methods=_method_slots(tx, stack[: max(kept, 0)], callee),
+        inst, stack, bound, tuple(exits), callee, live, entry_live=entry_live,
+        methods=_method_slots(tx, stack[: max(kept, 0)], callee),
     )
 
 
@@ -443,7 +542,7 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     # A loop never pops below the stack it starts on; a call region pops its receiver.
     kept = len(stack) - (decoded.instructions[start].opname == "LOAD_METHOD")
     return BreakPlan(
-        decoded.instructions[start], stack, bound, (), tuple(exits), None, live, (start, end),
+        decoded.instructions[start], stack, bound, tuple(exits), None, live, (start, end),
         entry_live, methods=_method_slots(tx, stack[:kept], None),
     )
 
@@ -461,9 +560,7 @@ def _tail_plan(
     """Everything from ``start`` to the end of the code runs as Python."""
     entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
     last = len(tx.instructions) - 1
-    return BreakPlan(
-        tx.instructions[start], stack, bound, (), (), None, {}, (start, last), entry_live
-    )
+    return BreakPlan(tx.instructions[start], stack, bound, (), None, {}, (start, last), entry_live)
 
 
 def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -> dict[int, int]:
@@ -482,6 +579,9 @@ def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -
                 successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
             if inst.target is not None:
                 successors.append((inst.target, dis.stack_effect(inst.opcode, inst.arg, jump=True)))
+        handler = decoded.handler_for(i)
+        if handler is not None and start <= handler.start <= end:  # a try of the region
+            successors.append((handler.target, handler.depth + handler.lasti + 1 - depth_at[i]))
         for successor, effect in successors:
             depth = depth_at[i] + effect
             if not start <= successor <= end:
@@ -637,29 +737,47 @@ def emit_break(
                 targets.append(name)
         codegen.append(*(bc.Instr("STORE_FAST", t) for t in reversed(targets)))
         codegen.side_effects.replay_all(codegen)
-        for i, vt in enumerate(plan.stack):
-            is_null = isinstance(vt, NullVariable)
-            load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
-            codegen.append(load)
-            if i in plan.methods:
-                codegen.append(bc.Instr("LOAD_ATTR", plan.methods[i][1]))
-        if plan.region is None:
-            _emit_instruction(codegen, plan)
-            codegen.append(*(bc.Instr(i.opname, _abstract_arg(i)) for i in plan.absorbed))
-        else:
-            _emit_region(codegen, tx.code, plan)
-        for label, target, nulls in plan.exits:
-            if label is not None:
-                codegen.append(label)
-            base, base_target = base_position(tx.code, target)
-            methods = tuple(
-                plan.methods[i][1] if i in plan.methods else None for i in range(len(nulls))
-            )
-            spec = ResumeSpec(base, base_target, nulls, plan.live[target], methods)
-            resume = ctx.resume_function(spec)
-            _emit_resume_call(codegen, resume, nulls, plan.live[target], methods)
+        part = _python_part(tx, plan, ctx)
+        args = [f"___stack{i}" for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)]
+        args += plan.needed_locals()
+        codegen.append(*assemble.push_null())
+        codegen.load_const(part)
+        codegen.append(*(bc.Instr("LOAD_FAST", a) for a in args))
+        codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
 
     return emit
+
+
+def _python_part(tx: InstructionTranslator, plan: BreakPlan, ctx: FrameContext) -> Any:
+    """The function that runs the Python part of a break, then returns a resume call.
+
+    It is ``tx.code`` entered where the part starts, taking the stack and the
+    locals the part and its exits read; at each exit a stub returns
+    ``resume(*stack, *live_locals)``. Running in the original instructions,
+    the part keeps every exception handler around it: a with-block's
+    ``__exit__`` runs if it raises, a try inside a loop catches, and an
+    exception that leaves it goes on as Python to the end of the code, as in
+    eager.
+    """
+    stubs = {}
+    for _, target, nulls in plan.exits:
+        base, base_target = base_position(tx.code, target)
+        methods = tuple(
+            plan.methods[i][1] if i in plan.methods else None for i in range(len(nulls))
+        )
+        spec = ResumeSpec(base, base_target, nulls, plan.live[target], methods)
+        stubs[target] = _resume_call(ctx.resume_function(spec), nulls, plan.live[target], methods)
+    entry = _entry_index(tx, plan)
+    nulls = tuple(isinstance(vt, NullVariable) for vt in plan.stack)
+    methods = tuple(
+        plan.methods[i][1] if i in plan.methods else None for i in range(len(plan.stack))
+    )
+    code = _entered_code(
+        tx.code, entry, nulls, methods, tuple(plan.needed_locals()), stubs,
+        f"{tx.code.co_qualname}.<python at {entry}>",
+    )
+    fn = ctx.fn
+    return types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)
 
 
 def _is_own_slot(vt: VariableTracker, name: str) -> bool:
@@ -668,127 +786,65 @@ def _is_own_slot(vt: VariableTracker, name: str) -> bool:
     return vt.source == LocalSource(name)
 
 
-def _emit_instruction(codegen: PyCodegen, plan: BreakPlan) -> None:
-    inst = plan.inst
-    name = inst.opname
-    if name == "CALL":
-        if plan.kw_names:
-            codegen.append(bc.Instr("KW_NAMES", plan.kw_names))
-        codegen.append(*assemble.call(inst.arg))
-        return
-    label = next((label for label, _, _ in plan.exits if label is not None), None)
-    if label is not None:
-        codegen.append(bc.Instr(name, label))
-        return
-    codegen.append(bc.Instr(name, _abstract_arg(inst)))
+def _entry_index(tx: InstructionTranslator, plan: BreakPlan) -> int:
+    """Where the Python part starts: the region's first instruction, or the broken one.
+
+    A CALL is entered at its KW_NAMES (and PRECALL), which set up the call.
+    """
+    if plan.region is not None:
+        return plan.region[0]
+    index = plan.inst.index
+    for before in ("PRECALL", "KW_NAMES"):
+        if index > 0 and tx.instructions[index - 1].opname == before:
+            index -= 1
+    return index
 
 
-def _emit_region(codegen: PyCodegen, code: types.CodeType, plan: BreakPlan) -> None:
-    """Copy instructions ``region`` of ``code`` verbatim; jumps out go to the exits."""
-    start, end = plan.region
-    body = list(bc.Bytecode.from_code(code))
-    first = _abstract_index(code, body, start)
-    while first > 0 and isinstance(body[first - 1], (bc.Label, bc.SetLineno)):
-        first -= 1
-    last = _abstract_index(code, body, end)
-    piece = body[first : last + 1]
-    label_index = _label_targets(code, body)
-    exit_labels = {target: label for label, target, _ in plan.exits}
-    own = {item: bc.Label() for item in piece if isinstance(item, bc.Label)}
-    tries = {id(item): None for item in piece if isinstance(item, bc.TryBegin)}
-
-    def relabel(label: bc.Label) -> bc.Label:
-        if label in own:
-            return own[label]
-        target = label_index[label]
-        if target not in exit_labels:
-            raise Unsupported("unsupported_opcode", "a jump out of the loop with no exit")
-        return exit_labels[target]
-
-    copies: dict[int, bc.TryBegin] = {}
-    for item in piece:
-        if isinstance(item, bc.Label):
-            codegen.append(own[item])
-        elif isinstance(item, bc.TryBegin):
-            if item.target not in own:
-                raise Unsupported("unsupported_opcode", "a try handler outside the loop")
-            copies[id(item)] = bc.TryBegin(own[item.target], item.push_lasti, item.stack_depth)
-            codegen.append(copies[id(item)])
-        elif isinstance(item, bc.TryEnd):
-            if id(item.entry) in tries:  # a try opened before the loop stays open there
-                codegen.append(bc.TryEnd(copies[id(item.entry)]))
-        elif isinstance(item, bc.Instr) and isinstance(item.arg, bc.Label):
-            codegen.append(bc.Instr(item.name, relabel(item.arg), lineno=item.lineno))
-        else:
-            codegen.append(item)
-    fallthrough = exit_labels.get(end + 1)
-    if fallthrough is not None:
-        codegen.append(bc.Instr("JUMP_FORWARD", fallthrough))
+def _open_try(body: list[Any], position: int) -> bc.TryBegin | None:
+    """The exception-table range that covers ``body[position]``, if any."""
+    opened = None
+    for item in body[:position]:
+        if isinstance(item, bc.TryBegin):
+            opened = item
+        elif isinstance(item, bc.TryEnd) and item.entry is opened:
+            opened = None
+    return opened
 
 
-def _label_targets(code: types.CodeType, body: list[Any]) -> dict[bc.Label, int]:
-    """For each label of ``body``, the decoded index of the instruction it marks."""
-    decoded = decode(code).instructions
-    real = [inst.index for inst in decoded if inst.opname != "EXTENDED_ARG"]
-    targets: dict[bc.Label, int] = {}
-    pending: list[bc.Label] = []
-    count = 0
-    for item in body:
-        if isinstance(item, bc.Label):
-            pending.append(item)
-        elif isinstance(item, bc.Instr):
-            for label in pending:
-                targets[label] = real[count]
-            pending.clear()
-            count += 1
-    for label in pending:
-        targets[label] = len(decoded)
-    return targets
-
-
-def _abstract_arg(inst: Instruction) -> Any:
-    """The ``bytecode`` package's form of a decoded instruction's argument."""
-    opcode = inst.opcode
-    if opcode == dis.opmap.get("BINARY_OP"):
-        return bc.BinaryOp(inst.arg)
-    if opcode in dis.hascompare:
-        return bc.Compare(inst.arg)
-    if inst.opname == "LOAD_GLOBAL":
-        return (bool(inst.arg & 1), inst.argval)
-    if opcode in dis.hasfree:  # frames owning cells refuse breaks: only free variables
-        return bc.FreeVar(inst.argval)
-    if opcode in dis.hasconst or opcode in dis.hasname or opcode in dis.haslocal:
-        return inst.argval
-    return inst.arg if inst.arg is not None else bc.UNSET
+def _retarget_try_end(
+    body: list[Any], position: int, opened: bc.TryBegin, reopened: bc.TryBegin
+) -> None:
+    """Make the TryEnd that closes ``opened`` after ``position`` close ``reopened``."""
+    for i in range(position, len(body)):
+        item = body[i]
+        if isinstance(item, bc.TryEnd) and item.entry is opened:
+            body[i] = bc.TryEnd(reopened)
+            return
 
 
 _NOOP = lambda: None  # noqa: E731  (called only to consume a NULL stack slot)
 
 
-def _emit_resume_call(
-    codegen: PyCodegen,
-    resume: Any,
-    nulls: tuple[bool, ...],
-    names: tuple[str, ...],
-    methods: tuple[str | None, ...],
-) -> None:
+def _resume_call(
+    resume: Any, nulls: tuple[bool, ...], names: tuple[str, ...], methods: tuple[str | None, ...]
+) -> list[Any]:
     """Move the stack into temporaries, then ``return resume(*stack, *locals)``.
 
     A slot holding a bound method passes its receiver, kept in ``___stack<i>``.
     """
+    instrs: list[Any] = []
     for i in reversed(range(len(nulls))):
         if nulls[i]:  # a NULL can only be consumed by a call: call a no-op on it
-            codegen.load_const(_NOOP)
-            codegen.append(*assemble.call(0), bc.Instr("POP_TOP"))
+            instrs += [bc.Instr("LOAD_CONST", _NOOP), *assemble.call(0), bc.Instr("POP_TOP")]
         elif methods[i] is not None:
-            codegen.append(bc.Instr("POP_TOP"))
+            instrs.append(bc.Instr("POP_TOP"))
         else:
-            codegen.append(bc.Instr("STORE_FAST", f"___exit{i}"))
-    codegen.append(*assemble.push_null())
-    codegen.load_const(resume)
+            instrs.append(bc.Instr("STORE_FAST", f"___exit{i}"))
     args = [
         f"___stack{i}" if methods[i] is not None else f"___exit{i}"
         for i, null in enumerate(nulls) if not null
     ] + list(names)
-    codegen.append(*(bc.Instr("LOAD_FAST", a) for a in args))
-    codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
+    instrs += [*assemble.push_null(), bc.Instr("LOAD_CONST", resume)]
+    instrs += [bc.Instr("LOAD_FAST", a) for a in args]
+    instrs += [*assemble.call(len(args)), bc.Instr("RETURN_VALUE")]
+    return instrs
