@@ -1229,6 +1229,54 @@ def user_context_and_no_grad(x):
     return z - y
 
 
+@program(lambda: ([torch.randn(3) for _ in range(3)],), 2)
+def for_over_generator_expression(xs):
+    # The loop, its generator expression included, runs in Python.
+    # g1: mul (acc); g2: mul.
+    acc = xs[0] * 0
+    for v in (t * 2 for t in xs):
+        print("gen item")
+        acc = acc + v
+    return acc * 3
+
+
+@program(t(3), 2)
+def try_inside_loop_runs_with_the_loop(x):
+    # The try block is inside the loop, which runs in Python as a whole.
+    # g1: add; g2: mul.
+    y = x + 1
+    for i in range(2):
+        try:
+            print("try", i)
+            y = y + i
+        except ValueError:
+            pass
+    return y * 2
+
+
+@program(t(3), 3)
+def star_call_of_breaking_helper(x):
+    # CALL_FUNCTION_EX of a user function whose body breaks: it is called compiled.
+    # g1: mul; report: g2: add; g3: sub.
+    args = [x * 2]
+    return report(*args) - 1
+
+
+@program(t(3), 3)
+def keyword_call_of_breaking_helper(x):
+    # KW_NAMES before the compiled callee's call. g1: neg; report: g2; g3: mul.
+    return report(t=-x) * 2
+
+
+@program(lambda: (torch.randn(3), []), 2)
+def mutation_seen_by_the_python_part(x, out):
+    # The append is replayed before print runs: it prints 1, as eager does.
+    # g1: mul; g2: add.
+    out.append(x * 2)
+    print("len", len(out))
+    return out[0] + 1
+
+
 # --- the recipe ----------------------------------------------------------------------------
 
 
@@ -1368,3 +1416,184 @@ def test_exception_after_a_break_has_eager_traceback(capsys) -> None:
         assert capsys.readouterr().out == "before the failure\n"
     eager, compiled = map(user_frames, errors)
     assert compiled == eager
+
+
+def make_closure_program():
+    k = 2.0
+
+    def scaled_by_free_variable(x):
+        y = x * k
+        print("free variable", k)
+        return y + k
+
+    return scaled_by_free_variable
+
+
+def test_free_variables_cross_a_break(differential, counting_backend, capsys) -> None:
+    """A nested function's free variables (no cells of its own) may break: 2 graphs."""
+    fn = make_closure_program()
+    compiled = differential.compile(fn)
+    for _ in range(2):
+        differential.check(fn, compiled, (torch.randn(3),))
+    assert counting_backend.calls == 2  # g1: mul; g2: add
+    assert capsys.readouterr().out == "free variable 2.0\n" * 4
+
+
+def make_nonlocal_counter():
+    count = 0
+
+    def bump(x):
+        nonlocal count
+        count += 1
+        y = x * count
+        print("count", count)
+        count += 10
+        return y + count
+
+    return bump
+
+
+def test_nonlocal_writes_across_a_break(differential, capsys) -> None:
+    """STORE_DEREF on both sides of a break, eager and compiled on separate closures."""
+    eager, compiled_fn = make_nonlocal_counter(), make_nonlocal_counter()
+    compiled = differential.compile(compiled_fn)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x.clone()), eager(x.clone()), rtol=0, atol=0)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["count 1", "count 1", "count 12", "count 12", "count 23", "count 23"]
+    assert [c.cell_contents for c in compiled_fn.__closure__] == [33]
+
+
+FLAG_AFTER_BREAK = True
+
+
+def reads_flag_after_break(x):
+    y = x + 1
+    print("flag")
+    if FLAG_AFTER_BREAK:
+        return y * 2
+    return y * 3
+
+
+def test_global_changed_between_calls_recompiles_the_resume(differential, counting_backend):
+    global FLAG_AFTER_BREAK
+    compiled = differential.compile(reads_flag_after_break)
+    try:
+        differential.check(reads_flag_after_break, compiled, (torch.randn(3),))
+        FLAG_AFTER_BREAK = False
+        differential.check(reads_flag_after_break, compiled, (torch.randn(3),))
+        assert counting_backend.calls == 3  # g1, the resume for True, the resume for False
+    finally:
+        FLAG_AFTER_BREAK = True
+
+
+def test_module_forward_with_a_break(counting_backend, capsys) -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = torch.nn.Linear(4, 4)
+            self.second = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = self.first(x).relu()
+            print("hidden", tuple(h.shape))
+            return self.second(h)
+
+    net = Net()
+    compiled = bytegraph.compile(net, backend=counting_backend)
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(compiled(x), net(x), rtol=0, atol=0)
+    assert counting_backend.calls == 2  # g1: first, relu; g2: second
+    with torch.no_grad():
+        net.second.weight.mul_(2)  # parameters are read at run time, not baked in
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), net(x), rtol=0, atol=0)
+    assert capsys.readouterr().out == "hidden (3, 4)\n" * 6
+
+
+# --- exceptions raised by the Python part of a break -----------------------------------------
+
+
+def raise_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        fails(y)
+    return y
+
+
+def raise_in_tracked(x):
+    y = x + 1
+    with Tracked("raising"):
+        z = y * 2
+        fails(z)
+    return z
+
+
+def raise_in_loop_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        for i in range(3):
+            print("iteration", i)
+            if i == 1:
+                fails(y)
+    return y
+
+
+def suppressed_in_with(x):
+    import contextlib
+
+    y = x * 2
+    with contextlib.suppress(ValueError):
+        z = y + 1
+        fails(z)
+        y = z  # never reached
+    return y - 1
+
+
+def swallowed_by_user_context(x):
+    y = x * 2
+    with Swallow():
+        y = y + 1
+        fails(y)
+    return y * 3
+
+
+class Swallow:
+    def __enter__(self):
+        SEEN.append("enter")
+
+    def __exit__(self, kind, value, tb):
+        SEEN.append(("exit", None if kind is None else kind.__name__))
+        return True
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [raise_in_no_grad, raise_in_tracked, raise_in_loop_in_no_grad, suppressed_in_with,
+     swallowed_by_user_context],
+    ids=lambda f: f.__name__,
+)
+def test_exception_in_a_with_block_after_a_break(fn, counting_backend, capsys) -> None:
+    """The context exits exactly once; the exception, or the swallowed one's result, is eager's."""
+
+    def outcome(call):
+        reset_globals()
+        x = torch.randn(3, requires_grad=True)
+        torch.manual_seed(0)
+        try:
+            result = ("returned", freeze(call(x.detach().clone().requires_grad_())))
+        except ValueError as e:
+            result = ("raised", str(e))
+        grad = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        return result, freeze(SEEN), grad, capsys.readouterr().out
+
+    torch.manual_seed(1)
+    eager = outcome(fn)
+    compiled = bytegraph.compile(fn, backend=counting_backend)
+    for _ in range(2):
+        torch.manual_seed(1)
+        assert outcome(compiled) == eager
+    assert eager[2] is True
