@@ -149,8 +149,10 @@ class GuardFunction:
         return f"{self.describe(part)}  (value: {self.failing_value(part, args, kwargs)})"
 
     def describe(self, part: str) -> str:
-        """A guard expression with its constants written out."""
-        return re.sub(r"___c(\d+)", lambda m: _readable(self.constants[int(m.group(1))]), part)
+        """A guard expression with its constants and frame names written out."""
+        text = re.sub(r"___c(\d+)", lambda m: _readable(self.constants[int(m.group(1))]), part)
+        text = text.replace("___G[", "globals()[").replace("___B[", "builtins[")
+        return re.sub(r"___cell_(\w+)", r"<cell \1>", text)
 
     def __str__(self) -> str:
         return "\n".join(self.describe(p) for p in self.parts)
@@ -167,6 +169,8 @@ def _float_bits(value: Any) -> tuple[str, ...] | None:
 
 
 def _readable(value: Any) -> str:
+    if isinstance(value, types.ModuleType):
+        return f"<module {value.__name__}>"
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}".removeprefix("builtins.")
     if callable(value) and hasattr(value, "__name__"):
