@@ -27,13 +27,8 @@ from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
-from bytegraph.translate.resume import (
-    FrameContext,
-    call_region,
-    emit_break,
-    live_roots,
-    loop_region,
-)
+from bytegraph.translate.regions import call_region, loop_region
+from bytegraph.translate.resume import FrameContext, emit_break, live_roots
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state

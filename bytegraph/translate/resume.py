@@ -31,7 +31,6 @@ or where the frame owns closure cells.
 from __future__ import annotations
 
 import dataclasses
-import dis
 import functools
 import inspect
 import os
@@ -43,8 +42,16 @@ from typing import TYPE_CHECKING, Any
 import bytecode as bc
 
 from bytegraph.bytecode import assemble
-from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
+from bytegraph.bytecode.instructions import Instruction, decode
 from bytegraph.exc import Unsupported
+from bytegraph.translate.regions import (
+    absorbed_after,
+    deleted_in,
+    exit_depths,
+    instruction_exits,
+    live_locals,
+    refuse_reason,
+)
 from bytegraph.variables.base import NullVariable, VariableTracker
 
 if TYPE_CHECKING:
@@ -55,77 +62,6 @@ _FLAGS_DROPPED = (
     bc.CompilerFlags.VARARGS | bc.CompilerFlags.VARKEYWORDS | bc.CompilerFlags.GENERATOR
     | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
 )
-_CONDITIONAL_JUMPS = frozenset(
-    name for name in dis.opmap if "JUMP" in name and ("_IF_" in name)
-)
-# (pops, pushes) of the instructions a break may run in Python; others refuse.
-# ``pushes`` is a count of values, or per pushed slot (bottom first) whether it is a NULL.
-_STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] = {
-    "CALL": lambda arg: (arg + 2, 1),
-    "CALL_FUNCTION_EX": lambda arg: (3 + (arg & 1), 1),
-    "BINARY_OP": lambda arg: (2, 1),
-    "BINARY_SUBSCR": lambda arg: (2, 1),
-    "COMPARE_OP": lambda arg: (2, 1),
-    "CONTAINS_OP": lambda arg: (2, 1),
-    "IS_OP": lambda arg: (2, 1),
-    "UNARY_NEGATIVE": lambda arg: (1, 1),
-    "UNARY_POSITIVE": lambda arg: (1, 1),
-    "UNARY_INVERT": lambda arg: (1, 1),
-    "UNARY_NOT": lambda arg: (1, 1),
-    "LOAD_ATTR": lambda arg: (1, 1),
-    "STORE_ATTR": lambda arg: (2, 0),
-    "DELETE_ATTR": lambda arg: (1, 0),
-    "STORE_SUBSCR": lambda arg: (3, 0),
-    "DELETE_SUBSCR": lambda arg: (2, 0),
-    "GET_ITER": lambda arg: (1, 1),
-    "UNPACK_SEQUENCE": lambda arg: (1, arg),
-    "UNPACK_EX": lambda arg: (1, (arg & 0xFF) + (arg >> 8) + 1),
-    "FORMAT_VALUE": lambda arg: (1 + ((arg & 0x04) == 0x04), 1),
-    "BUILD_STRING": lambda arg: (arg, 1),
-    "BUILD_TUPLE": lambda arg: (arg, 1),
-    "BUILD_LIST": lambda arg: (arg, 1),
-    "BUILD_SET": lambda arg: (arg, 1),
-    "BUILD_MAP": lambda arg: (2 * arg, 1),
-    "BUILD_CONST_KEY_MAP": lambda arg: (arg + 1, 1),
-    "BUILD_SLICE": lambda arg: (arg, 1),
-    "LIST_TO_TUPLE": lambda arg: (1, 1),
-    # These also read the container ``arg`` slots down, which is on the real stack too.
-    "LIST_APPEND": lambda arg: (1, 0),
-    "SET_ADD": lambda arg: (1, 0),
-    "MAP_ADD": lambda arg: (2, 0),
-    "LIST_EXTEND": lambda arg: (1, 0),
-    "SET_UPDATE": lambda arg: (1, 0),
-    "DICT_UPDATE": lambda arg: (1, 0),
-    "DICT_MERGE": lambda arg: (1, 0),
-    "GET_LEN": lambda arg: (1, 2),
-    "MATCH_MAPPING": lambda arg: (1, 2),
-    "MATCH_SEQUENCE": lambda arg: (1, 2),
-    "MATCH_KEYS": lambda arg: (2, 3),
-    "MATCH_CLASS": lambda arg: (3, 1),
-    "LOAD_GLOBAL": lambda arg: (0, (True, False) if arg & 1 else (False,)),
-    "STORE_GLOBAL": lambda arg: (1, 0),
-    "DELETE_GLOBAL": lambda arg: (0, 0),
-    "LOAD_DEREF": lambda arg: (0, 1),
-    "STORE_DEREF": lambda arg: (1, 0),
-    "IMPORT_NAME": lambda arg: (2, 1),
-    "IMPORT_FROM": lambda arg: (1, 2),  # the module stays, the name goes on top
-    "LOAD_BUILD_CLASS": lambda arg: (0, 1),
-    "LOAD_ASSERTION_ERROR": lambda arg: (0, 1),
-}
-# Instructions that never continue: a break there runs them and resumes nowhere.
-_NO_EXIT = frozenset({"RAISE_VARARGS"})
-_TERMINATORS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
-# What may follow a break's instruction and run in Python with it, so that a value it
-# produced and the program drops or stores never becomes a resume function's input
-# (a float from ``time.time()`` would be guarded by value there, missing every call).
-_ABSORBED = frozenset({"STORE_FAST", "POP_TOP"})
-_JUMP_EFFECTS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
-    # opname family -> ((pops, pushes) falling through, (pops, pushes) jumping)
-    "POP_JUMP": ((1, 0), (1, 0)),
-    "JUMP_IF": ((1, 0), (1, 1)),
-}
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class ResumeSpec:
     """What identifies a resume function: where it continues and what it receives."""
@@ -294,141 +230,6 @@ def _abstract_index(base: types.CodeType, body: list[Any], index: int) -> int:
     raise Unsupported("unsupported_opcode", f"resume target {index} not found")
 
 
-# -- where a break is allowed ---------------------------------------------------
-def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
-    """Why a break at ``index`` would be unsafe, or None if it is safe."""
-    code = decoded.code
-    if code.co_cellvars:
-        return "the frame owns closure cells, which a resume function cannot share"
-    if code.co_flags & 0x20:
-        return "breaks inside generators are not supported"
-    for entry in decoded.exception_table:
-        if entry.start <= index <= entry.end and not _is_with_cleanup(decoded, entry.target):
-            return "a break inside a try block: its handler would not cover the Python part"
-    return None
-
-
-def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
-    """(header, last instruction) of the outermost loop around ``index``, if any."""
-    backward = [
-        (inst.target, inst.index) for inst in decoded.instructions
-        if inst.target is not None and inst.target <= inst.index
-    ]
-    start = end = index
-    grown = True
-    while grown:
-        grown = False
-        for target, jump in backward:
-            if target <= end and jump >= start and (target < start or jump > end):
-                start, end, grown = min(start, target), max(end, jump), True
-        if (start, end) != (index, index):
-            # A try inside the loop: its handlers (laid out after the body) run with it.
-            for entry in decoded.exception_table:
-                if start <= entry.start <= end and entry.target > end:
-                    end, grown = _block_end(decoded, entry.target), True
-    return None if (start, end) == (index, index) else (start, end)
-
-
-def _block_end(decoded: DecodedCode, index: int) -> int:
-    """The last instruction of the straight-line block starting at ``index``."""
-    instructions = decoded.instructions
-    while index + 1 < len(instructions):
-        inst = instructions[index]
-        if inst.opname in _TERMINATORS or (
-            inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
-        ):
-            break
-        index += 1
-    return index
-
-
-def loop_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
-    """What runs in Python for a break inside a loop: the outermost loop around ``index``.
-
-    A ``for`` loop starts with the expression of its iterable: at FOR_ITER the
-    iterator is on the stack, and an iterator the trace built (``enumerate``,
-    ``zip``, ``map``) may have no Python form to hand over, so the region
-    begins where the iterable's evaluation does, when that is straight-line code.
-    """
-    loop = enclosing_loop(decoded, index)
-    if loop is None:
-        return None
-    start, end = loop
-    instructions = decoded.instructions
-    if instructions[start].opname != "FOR_ITER" or instructions[start - 1].opname != "GET_ITER":
-        return loop
-    targets = {inst.target for inst in instructions if inst.target is not None}
-    depth = 1  # the iterator, after GET_ITER
-    for i in range(start - 1, 0, -1):
-        inst = instructions[i]
-        if inst.target is not None or inst.opname in ("RESUME", "NOP"):
-            break
-        depth -= dis.stack_effect(inst.opcode, inst.arg)
-        if depth <= 0:
-            return (i, end) if depth == 0 else loop
-        if i in targets:  # reached from elsewhere: not one straight-line expression
-            break
-    return loop
-
-
-def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
-    """(LOAD_METHOD, its CALL[, a STORE_FAST or POP_TOP of the result]) for a break there.
-
-    LOAD_METHOD leaves a method and its receiver, or a NULL and a bound method,
-    and which one only Python knows; no resume function could take either
-    layout. So the whole call, arguments included, runs in Python instead,
-    with the store of its result when one follows. None if the arguments
-    contain a jump (the call is then no straight line).
-    """
-    instructions = decoded.instructions
-    if instructions[index].opname != "LOAD_METHOD":
-        return None
-    depth = 0
-    for inst in instructions[index:]:
-        if inst.target is not None or inst.opname in ("RETURN_VALUE", "RAISE_VARARGS"):
-            return None
-        depth += dis.stack_effect(inst.opcode, inst.arg)
-        if depth <= 0:
-            after = inst.index + 1
-            if after < len(instructions) and instructions[after].opname in _ABSORBED:
-                return index, after
-            return index, inst.index
-    return None
-
-
-def _is_with_cleanup(decoded: DecodedCode, handler: int) -> bool:
-    following = decoded.instructions[handler : handler + 3]
-    return any(inst.opname == "WITH_EXCEPT_START" for inst in following)
-
-
-@functools.cache
-def live_locals(code: types.CodeType, index: int) -> frozenset[str]:
-    """Locals that some instruction reachable from ``index`` may read."""
-    decoded = decode(code)
-    instructions = decoded.instructions
-    seen: set[int] = set()
-    work = [index]
-    names: set[str] = set()
-    while work:
-        i = work.pop()
-        if i in seen or i >= len(instructions):
-            continue
-        seen.add(i)
-        inst = instructions[i]
-        if inst.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST", "LOAD_CLOSURE"):
-            names.add(inst.argval)
-        if inst.target is not None:
-            work.append(inst.target)
-        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and not (
-            inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
-        ):
-            work.append(i + 1)
-        handler = decoded.handler_for(i)
-        if handler is not None:
-            work.append(handler.target)
-    return frozenset(names)
-
-
 # -- the code a break emits -----------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class BreakPlan:
@@ -460,7 +261,7 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     stack = tuple(tx.stack)
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
     exits = []
-    for label, target, (pops, pushed) in _exits(inst):
+    for label, target, (pops, pushed) in instruction_exits(inst):
         if pops > len(stack):
             raise Unsupported("unsupported_opcode", f"{inst.opname} pops below the stack")
         exits.append((label, target, nulls[: len(stack) - pops] + pushed))
@@ -470,7 +271,7 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     stored: set[str] = set()  # bound by the absorbed stores, in the Python part
     if len(exits) == 1 and exits[0][0] is None:
         _, target, layout = exits[0]
-        absorbed = _absorbed(tx.instructions, target, layout)
+        absorbed = absorbed_after(tx.instructions, target, layout)
         stored = {i.argval for i in absorbed if i.opname == "STORE_FAST"}
         exits = [(None, target + len(absorbed), layout[: len(layout) - len(absorbed)])]
     live = {
@@ -481,27 +282,12 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     # the exception goes on as Python from its end).
     entry_live = tuple(sorted(live_locals(tx.code, inst.index) & set(bound)))
     callee = _callee_slot(inst, stack)
-    kept = len(stack) - max((pops for _, _, (pops, _) in _exits(inst)), default=len(stack))
+    pops = max((pops for _, _, (pops, _) in instruction_exits(inst)), default=len(stack))
+    kept = len(stack) - pops
     return BreakPlan(
         inst, stack, bound, tuple(exits), callee, live, entry_live=entry_live,
         methods=_method_slots(tx, stack[: max(kept, 0)], callee),
     )
-
-
-def _absorbed(
-    instructions: tuple[Instruction, ...], start: int, layout: tuple[bool, ...]
-) -> tuple[Instruction, ...]:
-    """The STORE_FAST / POP_TOP run right after a break's instruction, from ``start``."""
-    taken: list[Instruction] = []
-    depth = len(layout)
-    while (
-        start + len(taken) < len(instructions)
-        and instructions[start + len(taken)].opname in _ABSORBED
-        and depth > 0 and not layout[depth - 1]
-    ):
-        taken.append(instructions[start + len(taken)])
-        depth -= 1
-    return tuple(taken)
 
 
 def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPlan:
@@ -526,10 +312,10 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     bound.update({name: None for name in tx.frame_values if name not in bound})
     region = decoded.instructions[start : end + 1]
     assigned = {i.argval for i in region if i.opname in ("STORE_FAST", "DELETE_FAST")}
-    maybe_unbound = assigned - {n for n in bound if n not in _deleted(region)}
+    maybe_unbound = assigned - {n for n in bound if n not in deleted_in(region)}
     if all(i.target is None for i in region):  # straight line: every store happens
-        maybe_unbound = _deleted(region)
-    depths = _exit_depths(decoded, start, end, len(stack))
+        maybe_unbound = deleted_in(region)
+    depths = exit_depths(decoded, start, end, len(stack))
     exits, live = [], {}
     for target, depth in depths.items():
         names = live_locals(tx.code, target) & (set(bound) | assigned)
@@ -547,10 +333,6 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     )
 
 
-def _deleted(region: tuple[Instruction, ...]) -> set[str]:
-    return {i.argval for i in region if i.opname == "DELETE_FAST"}
-
-
 def _tail_plan(
     tx: InstructionTranslator,
     start: int,
@@ -561,54 +343,6 @@ def _tail_plan(
     entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
     last = len(tx.instructions) - 1
     return BreakPlan(tx.instructions[start], stack, bound, (), None, {}, (start, last), entry_live)
-
-
-def _exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -> dict[int, int]:
-    """Stack depth at each instruction outside ``start..end`` the region can reach."""
-    depth_at = {start: entry_depth}
-    exits: dict[int, int] = {}
-    work = [start]
-    while work:
-        i = work.pop()
-        inst = decoded.instructions[i]
-        successors = []
-        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"):
-            name = inst.opname
-            unconditional = name.startswith("JUMP_") and name not in _CONDITIONAL_JUMPS
-            if not unconditional:
-                successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
-            if inst.target is not None:
-                successors.append((inst.target, dis.stack_effect(inst.opcode, inst.arg, jump=True)))
-        handler = decoded.handler_for(i)
-        if handler is not None and start <= handler.start <= end:  # a try of the region
-            successors.append((handler.target, handler.depth + handler.lasti + 1 - depth_at[i]))
-        for successor, effect in successors:
-            depth = depth_at[i] + effect
-            if not start <= successor <= end:
-                exits[successor] = depth
-            elif successor not in depth_at:
-                depth_at[successor] = depth
-                work.append(successor)
-    return exits
-
-
-def _exits(inst: Instruction) -> list[tuple[bc.Label | None, int, tuple[int, tuple[bool, ...]]]]:
-    """(label, target, (pops, pushed slots' NULL flags)) for each way out of ``inst``."""
-    if inst.opname in _CONDITIONAL_JUMPS:
-        family = "POP_JUMP" if inst.opname.startswith("POP_JUMP") else "JUMP_IF"
-        (fall_pops, fall_pushes), (jump_pops, jump_pushes) = _JUMP_EFFECTS[family]
-        return [
-            (None, inst.index + 1, (fall_pops, (False,) * fall_pushes)),
-            (bc.Label(), inst.target, (jump_pops, (False,) * jump_pushes)),
-        ]
-    if inst.opname in _NO_EXIT:
-        return []
-    effect = _STACK_EFFECTS.get(inst.opname)
-    if effect is None:
-        raise Unsupported("unsupported_opcode", f"cannot break the graph at {inst.opname}")
-    pops, pushes = effect(inst.arg or 0)
-    pushed = (False,) * pushes if isinstance(pushes, int) else pushes
-    return [(None, inst.index + 1, (pops, pushed))]
 
 
 def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
