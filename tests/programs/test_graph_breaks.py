@@ -1277,6 +1277,25 @@ def mutation_seen_by_the_python_part(x, out):
     return out[0] + 1
 
 
+def or_of_tensor_conditions(x):
+    # JUMP_IF_TRUE_OR_POP on a tensor: the jump keeps the value on the stack.
+    # g1: mul, sum, gt; g2: (max, gt when the first is false,) add.
+    y = x * 2
+    flag = (x.sum() > 0) or (x.max() > 5)
+    return y + flag
+
+
+PROGRAMS.append(Program("or_on_tensor_first_true", or_of_tensor_conditions, positive(3), 2))
+PROGRAMS.append(Program("or_on_tensor_first_false", or_of_tensor_conditions, negative(3), 2))
+
+
+@program(positive(3), 2)
+def and_of_tensor_and_value(x):
+    # JUMP_IF_FALSE_OR_POP on a tensor. g1: sum, gt; g2: max, mul.
+    flag = (x.sum() > 0) and x.max()
+    return x * flag
+
+
 # --- the recipe ----------------------------------------------------------------------------
 
 
