@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
-from bytegraph.guards.sources import ClosureCellSource
+from bytegraph.guards.sources import ClosureCellSource, LocalSource, Source
 
 _SINGLETONS = (None, True, False, Ellipsis)
 
@@ -27,9 +27,28 @@ _SINGLETONS = (None, True, False, Ellipsis)
 class GuardFunctionBuilder:
     """Turns guards into expression text, collecting the constants they use."""
 
-    def __init__(self) -> None:
+    def __init__(self, share_reads: bool = False) -> None:
         self.constants: list[Any] = []
         self.parts: list[str] = []
+        # With share_reads, each source is read once per call: its first use stores
+        # it in a local (``(___s0 := self.layers)``), later uses read that local.
+        # Reading ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
+        self.share_reads = share_reads
+        self._locals: dict[Source, str] = {}
+
+    def ref(self, source: Source) -> str:
+        """The text that reads ``source`` at this point of the guard expression."""
+        if not self.share_reads or isinstance(source, LocalSource):
+            return source.expr()
+        name = self._locals.get(source)
+        if name is not None:
+            return name
+        text = source.expr()
+        base = getattr(source, "base", None)
+        if base is not None and text.startswith(base.expr()):
+            text = self.ref(base) + text[len(base.expr()):]
+        name = self._locals[source] = f"___s{len(self._locals)}"
+        return f"({name} := {text})"
 
     def const(self, value: Any) -> str:
         self.constants.append(value)
@@ -39,28 +58,30 @@ class GuardFunctionBuilder:
         self.parts.extend(self._expressions(guard))
 
     def _expressions(self, guard: Guard) -> list[str]:
-        e = guard.source.expr()
+        def e() -> str:  # a call per use: only the first use may store the read
+            return self.ref(guard.source)
+
         kind, expected = guard.kind, guard.expected
         if kind is GuardKind.TENSOR_MATCH:
             return self._tensor(e, expected)
         if kind is GuardKind.CONSTANT_MATCH:
             if any(expected is s for s in _SINGLETONS):
-                return [f"{e} is {expected!r}"]
-            return [f"type({e}) is {self.const(type(expected))}", self._equal(e, expected)]
+                return [f"{e()} is {expected!r}"]
+            return [f"type({e()}) is {self.const(type(expected))}", self._equal(e(), expected)]
         if kind is GuardKind.ID_MATCH:
-            return [f"{e} is {self.const(expected)}"]
+            return [f"{e()} is {self.const(expected)}"]
         if kind is GuardKind.TYPE_MATCH:
-            return [f"type({e}) is {self.const(expected)}"]
+            return [f"type({e()}) is {self.const(expected)}"]
         if kind is GuardKind.LEN_MATCH:
             cls, length = expected
-            return [f"type({e}) is {self.const(cls)}", f"len({e}) == {length}"]
+            return [f"type({e()}) is {self.const(cls)}", f"len({e()}) == {length}"]
         if kind is GuardKind.DICT_KEYS:
             cls, keys = expected
-            return [f"type({e}) is {self.const(cls)}", f"tuple({e}) == {self.const(keys)}"]
+            return [f"type({e()}) is {self.const(cls)}", f"tuple({e()}) == {self.const(keys)}"]
         if kind is GuardKind.SAME_OBJECT:
-            return [f"{e} is {expected.expr()}"]
+            return [f"{e()} is {self.ref(expected)}"]
         if kind is GuardKind.DISTINCT:
-            return [f"{e} is not {other.expr()}" for other in expected]
+            return [f"{e()} is not {self.ref(other)}" for other in expected]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]
@@ -77,22 +98,24 @@ class GuardFunctionBuilder:
             return f"{self.const(_float_bits)}({e}) == {self.const(_float_bits(expected))}"
         return f"{e} == {self.const(expected)}"
 
-    def _tensor(self, e: str, snap: TensorSnapshot) -> list[str]:
+    def _tensor(self, e: Callable[[], str], snap: TensorSnapshot) -> list[str]:
+        # Built in evaluation order: the first use of ``e`` is the one that reads it.
+        parts = [
+            f"type({e()}) is {self.const(snap.tensor_type)}",
+            f"{e()}.dtype is {self.const(snap.dtype)}",
+            f"{e()}.device == {self.const(snap.device)}",
+            f"{e()}.shape == {snap.shape!r}",
+            f"{e()}.stride() == {snap.stride!r}",
+            f"{e()}.requires_grad is {snap.requires_grad!r}",
+        ]
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
         # a tensor that does not require grad is always a leaf, so only then is it checked.
-        leaf = [f"{e}.is_leaf is {snap.is_leaf!r}"] if snap.requires_grad else []
+        if snap.requires_grad:
+            parts.append(f"{e()}.is_leaf is {snap.is_leaf!r}")
         # Only a sparse COO tensor reports all-zero strides like an expanded strided one.
         if all(s == 0 for s in snap.stride):
-            leaf.append(f"{e}.layout is {self.const(torch.strided)}")
-        return [
-            f"type({e}) is {self.const(snap.tensor_type)}",
-            f"{e}.dtype is {self.const(snap.dtype)}",
-            f"{e}.device == {self.const(snap.device)}",
-            f"{e}.shape == {snap.shape!r}",
-            f"{e}.stride() == {snap.stride!r}",
-            f"{e}.requires_grad is {snap.requires_grad!r}",
-            *leaf,
-        ]
+            parts.append(f"{e()}.layout is {self.const(torch.strided)}")
+        return parts
 
     def add_global_state(self) -> None:
         """Grad mode and default dtype: the trace's metadata depends on both."""
@@ -186,15 +209,19 @@ def build_guard_function(
     guards: Sequence[Guard],
     fn: types.FunctionType,
 ) -> GuardFunction:
-    """One function ``guard(<fn's signature>) -> bool`` checking every guard."""
-    builder = GuardFunctionBuilder()
-    builder.add_global_state()
-    for guard in guards:
-        builder.add(guard)
-    parts = builder.parts
-    body = "    return " + " and ".join(f"({p})" for p in parts) if parts else "    return True"
-    make = _maker(fn, builder.constants)
-    return GuardFunction(make(body, "False"), parts, builder.constants, make)
+    """One function ``guard(<fn's signature>) -> bool`` checking every guard.
+
+    The fast form reads each source once; the plain form (one self-contained
+    expression per guard) is what reports and failure diagnosis use.
+    """
+    plain, fast = GuardFunctionBuilder(), GuardFunctionBuilder(share_reads=True)
+    for builder in (plain, fast):
+        builder.add_global_state()
+        for guard in guards:
+            builder.add(guard)
+    body = " and ".join(f"({p})" for p in fast.parts) or "True"
+    make = _maker(fn, fast.constants)
+    return GuardFunction(make(f"    return {body}", "False"), plain.parts, plain.constants, make)
 
 
 def _maker(
