@@ -61,6 +61,7 @@ class OutputGraph:
         self.source_to_var: dict[Source, Any] = {}
         self.tensor_by_id: dict[int, Any] = {}
         self.side_effects = SideEffects()
+        self.uses_default_device = False  # a factory followed torch.get_default_device()
         self._cells: dict[int, Any] = {}
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:

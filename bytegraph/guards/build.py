@@ -117,12 +117,15 @@ class GuardFunctionBuilder:
             parts.append(f"{e()}.layout is {self.const(torch.strided)}")
         return parts
 
-    def add_global_state(self) -> None:
-        """Grad mode and default dtype: the trace's metadata depends on both."""
+    def add_global_state(self, default_device: bool = False) -> None:
+        """Grad mode and default dtype (and the default device, if a factory used it)."""
         self.parts.append(f"{self.const(torch.is_grad_enabled)}() is {torch.is_grad_enabled()!r}")
         self.parts.append(
             f"{self.const(torch.get_default_dtype)}() is {self.const(torch.get_default_dtype())}"
         )
+        if default_device:
+            device = torch.get_default_device()
+            self.parts.append(f"{self.const(torch.get_default_device)}() == {self.const(device)}")
 
 
 class GuardFunction:
@@ -208,6 +211,7 @@ def _readable(value: Any) -> str:
 def build_guard_function(
     guards: Sequence[Guard],
     fn: types.FunctionType,
+    default_device: bool = False,
 ) -> GuardFunction:
     """One function ``guard(<fn's signature>) -> bool`` checking every guard.
 
@@ -216,7 +220,7 @@ def build_guard_function(
     """
     plain, fast = GuardFunctionBuilder(), GuardFunctionBuilder(share_reads=True)
     for builder in (plain, fast):
-        builder.add_global_state()
+        builder.add_global_state(default_device)
         for guard in guards:
             builder.add(guard)
     body = " and ".join(f"({p})" for p in fast.parts) or "True"

@@ -172,7 +172,7 @@ def _entry(
     graphs: tuple = (),
     breaks: tuple[Unsupported, ...] = (),
 ) -> CacheEntry:
-    guard = build_guard_function(list(output.guards.values()), fn)
+    guard = build_guard_function(list(output.guards.values()), fn, output.uses_default_device)
     if logs.enabled("guards"):
         logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)
     return CacheEntry(guard, run, graphs, breaks)

@@ -168,6 +168,8 @@ def tensor_op(
     graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
     example = metadata.run(kind, target, meta_args, meta_kwargs)
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
+    if not devices and meta_kwargs.get("device") is None:
+        tx.output.uses_default_device = True  # a factory: its device is global state
     example = _copy_if_moved(example, args, device)
     node = tx.output.create_node(kind, target, graph_args, graph_kwargs)
     return _wrap_result(tx, node, example, device, args)
