@@ -114,6 +114,7 @@ class OutputGraph:
 def _placeholder_name(source: Source) -> str:
     """A readable identifier: ``x``, ``G_weight``, ``self_fc1_weight``."""
     text = source.expr().replace("___G[", "G_").replace("___B[", "B_")
+    text = re.sub(r"\._(?:parameters|buffers|modules)\['([^']*)'\]", r".\1", text)
     return re.sub(r"\W+", "_", text).strip("_") or "input"
 
 

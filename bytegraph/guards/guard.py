@@ -20,6 +20,7 @@ class GuardKind(enum.Enum):
     LEN_MATCH = "len_match"  # exact type and length (lists, tuples)
     DICT_KEYS = "dict_keys"  # exact type and keys in order
     SAME_OBJECT = "same_object"  # two sources reach one object (expected: other source)
+    EMPTY = "empty"  # no items (expected: the container itself, when it is a fixed object)
     GLOBAL_ABSENT = "global_absent"  # a module global that must stay undefined (builtins)
     DISTINCT = "distinct"  # not the same object as any of others (expected: tuple of sources)
 
