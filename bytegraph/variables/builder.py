@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import functools
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ from bytegraph.variables.containers import (
     is_namedtuple_class,
 )
 from bytegraph.variables.ctx import GRAD_MODE_CLASSES, wrap_context_manager
+from bytegraph.variables.enums import EnumClassVariable, EnumMemberVariable, is_enum_class
 from bytegraph.variables.functions import (
     MarkedFunctionVariable,
     PartialVariable,
@@ -58,8 +61,10 @@ from bytegraph.variables.object_builtins import (
     ObjectBuiltinVariable,
 )
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
+from bytegraph.variables.raising import ExceptionClassVariable, is_builtin_exception_class
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
+from bytegraph.variables.signatures import SignatureFunctionVariable
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.torch import (
     PythonModuleVariable,
@@ -73,7 +78,9 @@ from bytegraph.variables.user_defined import (
     UserMethodVariable,
     function_vt,
     is_user_class,
+    mapping_base,
 )
+from bytegraph.variables.user_dicts import wrap_user_mapping
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -192,6 +199,8 @@ def _wrap_user_object(
         tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
         return NNModuleVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
     if is_user_class(cls) and not isinstance(value, torch.nn.Module):
+        if mapping_base(cls) is not None:  # a dict subclass: items and attributes
+            return wrap_user_mapping(tx, value, source, EXISTING_OBJECT)
         tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
         return UserDefinedObjectVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
     if cls is types.MethodType and _is_user_method(value):
@@ -232,10 +241,18 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return ObjectBuiltinVariable(value, source=source)
     if value is dataclasses.replace:
         return DataclassReplaceVariable(source=source)
+    if value is inspect.signature:
+        return SignatureFunctionVariable(source=source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):
         return NamedTupleClassVariable(value, source=source)
+    if is_builtin_exception_class(value):
+        return ExceptionClassVariable(value, source=source)
+    if is_enum_class(value):
+        return EnumClassVariable(value, source=source)
+    if isinstance(value, enum.Enum):
+        return EnumMemberVariable(value, source=source)
     if isinstance(value, type):
         if is_user_class(value):
             return UserDefinedClassVariable(value, source=source, mutation_type=EXISTING_OBJECT)

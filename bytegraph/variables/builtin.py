@@ -79,6 +79,13 @@ _MUTATING_OPERATORS = frozenset({
     operator.ior, operator.ipow, operator.irshift, operator.isub, operator.itruediv,
     operator.ixor,
 })
+_INPLACE_TO_BINARY = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
 _COMPARISONS = frozenset({operator.eq, operator.ne, operator.lt, operator.le,
                           operator.gt, operator.ge})
 
@@ -147,7 +154,12 @@ class BuiltinVariable(VariableTracker):
             if result is not None:
                 return result
         if self.fn in TENSOR_OPERATORS and any(isinstance(a, TensorVariable) for a in args):
-            return tensor_op(tx, "call_function", self.fn, args, kwargs)
+            fn = self.fn
+            if fn in _INPLACE_TO_BINARY and not isinstance(args[0], TensorVariable):
+                # ``n += t`` with a Python number n: numbers have no in-place methods,
+                # so it is ``n + t`` (and fx cannot print ``0 += t``).
+                fn = _INPLACE_TO_BINARY[fn]
+            return tensor_op(tx, "call_function", fn, args, kwargs)
         return fold(tx, self.fn, args, kwargs)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -450,7 +462,8 @@ def _contains(tx, args, kwargs) -> VariableTracker | None:
     container, item = args
     if isinstance(container, (DictVariable, SetVariable, DictViewVariable, BaseSequenceVariable)):
         return container.call_method(tx, "__contains__", [item], {})
-    return None
+    contains = getattr(container, "contains", None)  # user objects: their protocol
+    return contains(tx, item) if contains is not None else None
 
 
 def _identity(tx, args, kwargs) -> ConstantVariable | None:

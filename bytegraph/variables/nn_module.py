@@ -30,6 +30,7 @@ from torch import nn
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.user_defined import MissingAttribute, UserDefinedObjectVariable
@@ -203,9 +204,11 @@ class NNModuleVariable(UserDefinedObjectVariable):
             if key not in children:
                 raise Unsupported("unsupported_value", f"ModuleDict has no key {key!r} (KeyError)")
             return children[key]
+        values = list(children.values())
+        if isinstance(key, slice) and kind is nn.ModuleList:
+            return ModuleListSliceVariable(self.cls, tuple(values[key]))
         if isinstance(key, bool) or not isinstance(key, int):
             raise Unsupported("unsupported_value", f"{kind.__name__}[{key!r}]")
-        values = list(children.values())
         if not -len(values) <= key < len(values):
             raise Unsupported("unsupported_value", f"{kind.__name__} index {key} out of range")
         return values[key]
@@ -214,6 +217,49 @@ class NNModuleVariable(UserDefinedObjectVariable):
         if self._container_kind() is not None:
             return len(self._children(tx)) > 0
         return super().truth(tx)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ModuleListSliceVariable(VariableTracker):
+    """``modules[a:b]``: what ``ModuleList.__getitem__`` builds for a slice, a new
+    ModuleList of the same class holding the selected submodules."""
+
+    container_type: type
+    items: tuple[Any, ...]
+
+    def python_type(self) -> type:
+        return self.container_type
+
+    def unpack_sequence(self, tx: Tx) -> list[Any]:
+        return list(self.items)
+
+    def truth(self, tx: Tx) -> bool:
+        return bool(self.items)
+
+    def getitem(self, tx: Tx, index: Any) -> Any:
+        key = index.as_python_constant()
+        if isinstance(key, slice):
+            return ModuleListSliceVariable(self.container_type, self.items[key])
+        if isinstance(key, bool) or not isinstance(key, int) or not (
+            -len(self.items) <= key < len(self.items)
+        ):
+            raise Unsupported("unsupported_value", f"ModuleList[{key!r}] (raises in eager)")
+        return self.items[key]
+
+    def call_method(self, tx: Tx, name: str, args: list, kwargs: dict) -> Any:
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.items))
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self.getitem(tx, args[0])
+        raise Unsupported("unsupported_call", f"ModuleList slice .{name}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        from bytegraph.variables.containers import ListVariable
+
+        codegen.call_const(self.container_type, [ListVariable(self.items)])
+
+    def __repr__(self) -> str:
+        return f"ModuleListSliceVariable({len(self.items)} modules)"
 
 
 def is_traceable_module(value: Any) -> bool:

@@ -24,6 +24,8 @@ from bytegraph.exc import Unsupported
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.custom_attrs import tensor_hasattr
+from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.user_defined import (
     MissingAttribute,
     UserDefinedClassVariable,
@@ -85,7 +87,7 @@ def zero_arg_super(tx: Tx) -> SuperVariable:
 
 # -- object's own slots, and the builtins that reach attributes -----------------------------
 
-_OBJECT_SLOTS = frozenset({"__init__", "__setattr__", "__delattr__", "__new__"})
+_OBJECT_SLOTS = frozenset({"__init__", "__setattr__", "__delattr__", "__new__", "__getattribute__"})
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -112,6 +114,8 @@ class ObjectSlotVariable(VariableTracker):
             raise Unsupported("unsupported_call", f"object.{self.name} on {target}")
         if self.name == "__init__" and not rest:
             return ConstantVariable(None)
+        if self.name == "__getattribute__" and len(rest) == 1:
+            return target.generic_getattr(tx, _name_arg(rest[0]), fallback=False)
         if self.name == "__setattr__" and len(rest) == 2:
             target.store_raw(tx, rest[0].as_python_constant(), rest[1])
             return ConstantVariable(None)
@@ -181,6 +185,8 @@ class ObjectBuiltinVariable(BuiltinVariable):
                 raise Unsupported("side_effect", f"delattr on {obj}")
             deleter(tx, _name_arg(args[1]))
             return ConstantVariable(None)
+        if fn is hasattr and len(args) == 2 and isinstance(obj, TensorVariable):
+            return ConstantVariable(tensor_hasattr(tx, obj, _name_arg(args[1])))
         if not isinstance(obj, (UserDefinedObjectVariable, UserDefinedClassVariable)):
             return None
         if fn is hasattr and len(args) == 2:

@@ -57,6 +57,12 @@ def _tensor_arg(args: list[VariableTracker]) -> TensorVariable:
     return args[0]
 
 
+def _not_jit_tracing() -> bool:
+    if torch.jit.is_tracing():
+        raise Unsupported("unsupported_call", "tracing under torch.jit.trace")
+    return False
+
+
 # Functions evaluated at trace time from metadata or global state.
 _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
     torch.is_tensor: lambda args: isinstance(args[0], TensorVariable),
@@ -67,6 +73,15 @@ _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
     torch.get_default_dtype: lambda args: torch.get_default_dtype(),
     # Fixed for the life of the process, so folding it needs no guard.
     torch.cuda.is_available: lambda args: torch.cuda.is_available(),
+    # "Is this code being traced by a compiler?" While bytegraph traces it, yes:
+    # libraries use this to take the branch written for compilers (Hugging Face
+    # skips warnings and data-dependent checks), as they do under torch.compile.
+    torch.compiler.is_compiling: lambda args: True,
+    torch.compiler.is_exporting: lambda args: False,
+    # TorchScript's modes: Python code never runs scripted, and a trace under
+    # torch.jit.trace's tracer is refused (its shapes would be tensors).
+    torch.jit.is_scripting: lambda args: False,
+    torch.jit.is_tracing: lambda args: _not_jit_tracing(),
 }
 _CONSTANT_CONSTRUCTORS = frozenset({torch.device, torch.Size, torch.finfo, torch.iinfo,
                                     torch.promote_types, torch.can_cast})

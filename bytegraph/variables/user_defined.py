@@ -26,8 +26,10 @@ without ``__dict__``) are unsupported, never guessed. ``super()``,
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import types
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -39,6 +41,7 @@ from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.custom_attrs import GenericAttrSource, TypeSource, custom_getattr
 from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
@@ -56,21 +59,85 @@ class MissingAttribute(Unsupported):
         super().__init__("unsupported_value", f"{owner} has no attribute {name!r} (AttributeError)")
 
 
-def is_plain_class(cls: Any) -> bool:
-    """A class whose instances behave as ``object`` says: no C base, no metaclass tricks."""
-    if not isinstance(cls, type) or type(cls) not in _PLAIN_METACLASSES:
+def is_plain_metaclass(meta: type) -> bool:
+    """``type``, or a metaclass that leaves creating instances and reading attributes alone.
+
+    A metaclass customising only ``__setattr__`` (Hugging Face's ModelOutput
+    has one) or ``__init_subclass__``-style hooks changes nothing the trace
+    models; one defining ``__call__``, ``__getattribute__``, ``__getattr__``
+    or a data descriptor (which class attribute reads would find first) does.
+    """
+    if meta in _PLAIN_METACLASSES:
+        return True
+    if not issubclass(meta, type) or meta.__call__ is not type.__call__:
         return False
-    if cls.__getattribute__ is not object.__getattribute__:
+    if meta.__getattribute__ is not type.__getattribute__ or hasattr(meta, "__getattr__"):
         return False
+    return not any(
+        is_data_descriptor(raw)
+        for klass in meta.__mro__
+        if klass not in (type, object)
+        for raw in vars(klass).values()
+    )
+
+
+def _heap_mro(cls: type) -> bool:
     return all(k is object or k.__flags__ & _HEAPTYPE for k in cls.__mro__)
 
 
+MAPPING_BASES = (dict, collections.OrderedDict)
+
+
+def mapping_base(cls: type) -> type | None:
+    """``dict`` or ``OrderedDict`` if ``cls`` is a Python subclass of one, else None."""
+    for klass in cls.__mro__:
+        if not klass.__flags__ & _HEAPTYPE:  # the first class not made by a class statement
+            return klass if klass in MAPPING_BASES and klass is not cls else None
+    return None
+
+
+def _modelled_mro(cls: type) -> bool:
+    """Python classes over ``object``, or over dict/OrderedDict (user_dicts.py)."""
+    return _heap_mro(cls) or (
+        mapping_base(cls) is not None
+        and cls.__new__ is dict.__new__
+        and all(k in (object, dict, collections.OrderedDict) or k.__flags__ & _HEAPTYPE
+                for k in cls.__mro__)
+    )
+
+
+def has_custom_getattribute(cls: type) -> bool:
+    """A Python class in the MRO defines ``__getattribute__`` (builtins such as dict
+    list the generic one in their own ``__dict__``)."""
+    for klass in cls.__mro__:
+        if "__getattribute__" in vars(klass):
+            return bool(klass.__flags__ & _HEAPTYPE)
+    return False
+
+
+def is_plain_class(cls: Any) -> bool:
+    """A class whose instances behave as ``object`` says: no C base, no metaclass tricks."""
+    if not isinstance(cls, type) or not is_plain_metaclass(type(cls)):
+        return False
+    if has_custom_getattribute(cls):
+        return False
+    return _heap_mro(cls)
+
+
 def is_user_class(cls: Any) -> bool:
-    """Classes modelled here: plain, and not torch internals (nn.Modules excepted)."""
+    """Classes modelled here: plain, and not torch internals (nn.Modules excepted).
+
+    A class whose ``__getattribute__`` is a Python function is modelled too:
+    reads inline it (custom_attrs.py).
+    """
     import torch
 
     if not is_plain_class(cls):
-        return False
+        if not (isinstance(cls, type) and is_plain_metaclass(type(cls)) and _modelled_mro(cls)):
+            return False
+        getattribute = cls.__getattribute__
+        if has_custom_getattribute(cls) and not isinstance(getattribute, types.FunctionType):
+            return False
     return not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
 
 
@@ -241,7 +308,8 @@ class UserDefinedClassVariable(ClassVariable):
             raise Unsupported(
                 "unsupported_call", f"constructing the nn.Module {cls.__qualname__} in the trace"
             )
-        if type(cls).__call__ is not type.__call__ or cls.__new__ is not object.__new__:
+        default_new = dict.__new__ if mapping_base(cls) else object.__new__
+        if type(cls).__call__ is not type.__call__ or cls.__new__ is not default_new:
             raise Unsupported(
                 "unsupported_call", f"{cls.__qualname__} customises instance creation"
             )
@@ -265,6 +333,10 @@ class UserDefinedClassVariable(ClassVariable):
                 "unsupported_call", f"instances of {self.value.__qualname__} have no __dict__"
             )
         mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
+        if mapping_base(self.value) is not None:
+            from bytegraph.variables.user_dicts import UserDictObjectVariable
+
+            return UserDictObjectVariable.new(tx, self.value, self, mutation)
         return UserDefinedObjectVariable(None, self.value, self, mutation_type=mutation)
 
     def __repr__(self) -> str:
@@ -289,11 +361,24 @@ class UserDefinedObjectVariable(VariableTracker):
     def is_new(self) -> bool:
         return self.source is None
 
+    @property
+    def custom_getattribute(self) -> bool:
+        return has_custom_getattribute(self.cls)
+
+    def attr_source(self, name: str) -> Source:
+        """Where the instance's own attribute ``name`` is read from, bypassing any
+        custom ``__getattribute__`` (guards and generated code must not run it)."""
+        if self.custom_getattribute:
+            return GenericAttrSource(self.source, name)
+        return AttrSource(self.source, name)
+
     def class_vt(self, tx: Tx) -> VariableTracker:
         from bytegraph.variables.builder import wrap
 
         if self.cls_vt is not None:
             return self.cls_vt
+        if self.custom_getattribute:
+            return wrap(tx, self.cls, TypeSource(self.source))
         return wrap(tx, self.cls, AttrSource(self.source, "__class__"))
 
     def class_source(self, tx: Tx) -> Source | None:
@@ -311,7 +396,7 @@ class UserDefinedObjectVariable(VariableTracker):
             return
         instance_dict = _instance_dict(self.value)
         if instance_dict is not None:
-            source = AttrSource(self.source, "__dict__")
+            source = self.attr_source("__dict__")
             tx.output.add_guard(
                 GuardKind.DICT_KEYS, source, (type(instance_dict), tuple(instance_dict))
             )
@@ -320,6 +405,20 @@ class UserDefinedObjectVariable(VariableTracker):
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name == "__class__":
             return self.class_vt(tx)
+        if self.custom_getattribute:
+            found = self.lookup(tx, "__getattribute__")
+            if found is not None and found.owner is not object:
+                return custom_getattr(tx, self, found, name)
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx: Tx, name: str, fallback: bool = True) -> VariableTracker:
+        """``object.__getattribute__(obj, name)``, then (if ``fallback``) ``__getattr__``."""
+        if name == "__class__":
+            return self.class_vt(tx)
+        if name == "__dict__" and _has_instance_dict(self.cls):
+            from bytegraph.variables.instance_dict import InstanceDictVariable
+
+            return InstanceDictVariable(self)
         if not name.isidentifier() or name == "__dict__":
             raise Unsupported(
                 "unsupported_value", f"attribute {name!r} of a {self.cls.__qualname__}"
@@ -332,6 +431,8 @@ class UserDefinedObjectVariable(VariableTracker):
             return instance
         if found is not None:
             return self.bind(tx, found, name)
+        if not fallback:
+            raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
         return self.getattr_fallback(tx, name)
 
     def instance_attr(self, tx: Tx, name: str) -> VariableTracker | None:
@@ -346,7 +447,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if not self.is_new:
             instance_dict = _instance_dict(self.value)
             if instance_dict is not None and name in instance_dict:
-                return wrap(tx, instance_dict[name], AttrSource(self.source, name))
+                return wrap(tx, instance_dict[name], self.attr_source(name))
             self.guard_instance_keys(tx)
         return None
 
@@ -393,7 +494,7 @@ class UserDefinedObjectVariable(VariableTracker):
                 return pending
             if self.is_new or pending is DELETED or not hasattr(self.value, name):
                 raise MissingAttribute(f"a {self.cls.__qualname__}", name)
-            return wrap(tx, getattr(self.value, name), AttrSource(self.source, name))
+            return wrap(tx, getattr(self.value, name), self.attr_source(name))
         return self._call_get(tx, found, name)
 
     def _call_get(self, tx: Tx, found: Found, name: str) -> VariableTracker:
@@ -427,9 +528,17 @@ class UserDefinedObjectVariable(VariableTracker):
 
     # -- stores ---------------------------------------------------------------
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
-        """``obj.name = value`` (STORE_ATTR, setattr)."""
+        """``obj.name = value`` (STORE_ATTR, setattr): a custom ``__setattr__`` is inlined
+        on an object made in the trace (on one from the frame its raw stores could
+        not be replayed: the replay's STORE_ATTR would run the method again)."""
         if self.cls.__setattr__ is not object.__setattr__:
-            raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+            found = self.lookup(tx, "__setattr__")
+            if not self.is_new or found is None or not isinstance(found.raw, types.FunctionType):
+                raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+            self.bind(tx, found, "__setattr__").call_function(
+                tx, [ConstantVariable(name), value], {}
+            )
+            return
         self.store_raw(tx, name, value)
 
     def store_raw(self, tx: Tx, name: str, value: VariableTracker) -> None:
@@ -494,6 +603,16 @@ class UserDefinedObjectVariable(VariableTracker):
     def getitem(self, tx: Tx, index: VariableTracker) -> VariableTracker:
         return self.call_special(tx, "__getitem__", [index])
 
+    def contains(self, tx: Tx, item: VariableTracker) -> VariableTracker:
+        """``item in obj``: ``__contains__``, else a scan of ``iter(obj)``."""
+        from bytegraph.variables.containers import equal_now
+
+        if self.lookup(tx, "__contains__") is not None:
+            return ConstantVariable(self.call_special(tx, "__contains__", [item]).truth(tx))
+        if self.lookup(tx, "__iter__") is None:
+            raise Unsupported("unsupported_call", f"'in' on a {self.cls.__qualname__}")
+        return ConstantVariable(any(equal_now(tx, v, item) for v in self.unpack_sequence(tx)))
+
     def length(self, tx: Tx) -> int:
         result = self.call_special(tx, "__len__", [])
         value = result.as_python_constant()
@@ -502,10 +621,25 @@ class UserDefinedObjectVariable(VariableTracker):
         return value
 
     def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
+        found = self.lookup(tx, "__iter__")
+        if found is None or (found.pending is None and found.raw is Sequence.__iter__):
+            return self._sequence_protocol(tx)
         iterator = self.call_special(tx, "__iter__", [])
         if iterator is self or isinstance(iterator, UserDefinedObjectVariable):
             raise Unsupported("unsupported_value", f"a {self.cls.__qualname__} iterating itself")
         return iterator.unpack_sequence(tx)
+
+    def _sequence_protocol(self, tx: Tx) -> list[VariableTracker]:
+        """``self[0], self[1], ...`` until IndexError: ``iter()`` of a class without
+        ``__iter__``, and what ``collections.abc.Sequence.__iter__`` does."""
+        from bytegraph.variables.raising import sequence_items
+
+        found = self.lookup(tx, "__getitem__")
+        if found is None or found.pending is not None or not isinstance(
+            found.raw, types.FunctionType
+        ):
+            raise Unsupported("unsupported_value", f"a {self.cls.__qualname__} is not iterable")
+        return sequence_items(tx, function_vt(tx, found.raw, found.source), self)
 
     def truth(self, tx: Tx) -> bool:
         if self.lookup(tx, "__bool__") is not None:

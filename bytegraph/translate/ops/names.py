@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import sys
-from typing import TYPE_CHECKING
+import types
+from typing import TYPE_CHECKING, Any
+
+import bytecode as bc
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource
+from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource, Source
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL, VariableTracker
 from bytegraph.variables.builder import wrap, wrap_constant_result
@@ -106,6 +111,61 @@ def LOAD_METHOD(tx: Tx, inst: Instruction) -> None:
 _MODULE_BODIES = "module and class bodies use it; functions use FAST, GLOBAL and DEREF names"
 for _opname in ("LOAD_NAME", "STORE_NAME", "DELETE_NAME", "SETUP_ANNOTATIONS"):
     unsupported_opcode(_opname, _MODULE_BODIES)
-_IMPORTS = "an import may run module code and changes sys.modules: the frame runs in Python"
-for _opname in ("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR"):
-    unsupported_opcode(_opname, _IMPORTS)
+unsupported_opcode("IMPORT_STAR", "from m import * is legal only in module bodies")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SysModulesSource(Source):
+    """``sys.modules[name]``: a module an import statement of the frame returned."""
+
+    name: str
+
+    def expr(self) -> str:
+        return f"__import__('sys').modules[{self.name!r}]"
+
+    def reconstruct(self, codegen: Any) -> None:
+        codegen.load_const(sys.modules)
+        codegen.load_const(self.name)
+        codegen.append(bc.Instr("BINARY_SUBSCR"))
+
+
+def _imported(name: str) -> types.ModuleType:
+    """``sys.modules[name]`` if importing it again is only a lookup (no module code runs)."""
+    module = sys.modules.get(name)
+    if not isinstance(module, types.ModuleType) or getattr(
+        getattr(module, "__spec__", None), "_initializing", False
+    ):
+        raise Unsupported("unsupported_opcode", f"import of {name!r}, not (fully) imported yet")
+    return module
+
+
+@handler("IMPORT_NAME")
+def IMPORT_NAME(tx: Tx, inst: Instruction) -> None:
+    """(level fromlist -- module): an absolute import of modules already in sys.modules.
+
+    ``__import__`` then only looks them up: ``import a.b`` gives ``sys.modules['a']``,
+    ``from a.b import c`` gives ``sys.modules['a.b']`` (whose ``c`` must exist, else
+    the import system would load a submodule). The result is guarded by identity.
+    """
+    fromlist = tx.pop().as_python_constant()
+    level = tx.pop().as_python_constant()
+    name = inst.argval
+    if level != 0 or tx.f_builtins.get("__import__") is not builtins.__import__:
+        raise Unsupported("unsupported_opcode", f"relative or customised import of {name!r}")
+    tx.output.add_guard(GuardKind.ID_MATCH, BuiltinSource("__import__"), builtins.__import__)
+    parts = name.split(".")
+    for i in range(len(parts)):
+        _imported(".".join(parts[: i + 1]))
+    if fromlist:
+        module = _imported(name)
+        if any(item == "*" or not hasattr(module, item) for item in fromlist):
+            raise Unsupported("unsupported_opcode", f"from {name} import {fromlist} loads code")
+        tx.push(wrap(tx, module, SysModulesSource(name)))
+    else:
+        tx.push(wrap(tx, _imported(parts[0]), SysModulesSource(parts[0])))
+
+
+@handler("IMPORT_FROM")
+def IMPORT_FROM(tx: Tx, inst: Instruction) -> None:
+    """(module -- module value): ``from module import name`` (IMPORT_NAME checked it exists)."""
+    tx.push(tx.stack[-1].var_getattr(tx, inst.argval))

@@ -1,0 +1,164 @@
+"""Callees that end by raising, where CPython's outcome is certain.
+
+The tracer never propagates an exception: whatever would raise is a graph
+break. A few protocols are defined by an exception leaving a callee, though:
+``__getattribute__`` raising AttributeError (then ``__getattr__``, ``hasattr``
+or ``getattr``'s default take over), and ``__getitem__`` raising IndexError
+(the end of the sequence iteration protocol, which ``iter()`` uses for
+classes without ``__iter__`` and ``collections.abc.Sequence.__iter__``
+implements). ``inline_frame`` inlines one callee and reports such an ending
+as ``FrameRaised``, but only when it is certain: the exception was raised by
+the callee's own frame (a ``raise`` statement, or an attribute lookup that
+fails there), at an instruction no ``try`` or ``with`` of that frame covers,
+so it leaves the frame exactly as in eager mode. Everything else stays the
+graph break it was.
+
+Builtin exception classes can be instantiated in the trace
+(``ExceptionClassVariable``) so that ``raise IndexError("...")`` reaches its
+RAISE_VARARGS; raising itself stays unsupported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from bytegraph import config
+from bytegraph.exc import Unsupported
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.objects import ClassVariable
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+_CO_GENERATOR_OR_ASYNC = 0x20 | 0x80 | 0x200
+# Iterating by the sequence protocol stops at IndexError; give up on runaway sequences.
+_MAX_SEQUENCE_ITEMS = 10_000
+
+
+class FrameRaised(Exception):
+    """An inlined callee certainly raised ``exc_type`` out of its frame.
+
+    ``unsupported`` is the graph break to report if the caller does not
+    handle that exception.
+    """
+
+    def __init__(self, exc_type: type[BaseException], unsupported: Unsupported) -> None:
+        super().__init__(exc_type.__name__)
+        self.exc_type = exc_type
+        self.unsupported = unsupported
+
+
+def inline_frame(tx: Tx, fn: VariableTracker, args: list[VariableTracker]) -> VariableTracker:
+    """Inline the user function ``fn(*args)``; FrameRaised if it certainly raised."""
+    from bytegraph.translate.inline import bind_arguments
+    from bytegraph.translate.translator import InliningInstructionTranslator
+
+    code = fn.code()
+    if code.co_flags & _CO_GENERATOR_OR_ASYNC:
+        raise Unsupported("unsupported_call", f"{code.co_name} is a generator or coroutine")
+    if tx.inline_depth >= config.inline_depth_limit:
+        raise Unsupported("inline_limit", f"inlining {code.co_name} at depth {tx.inline_depth}")
+    positional, keyword = fn.defaults(tx)
+    symbolic_locals = bind_arguments(code, args, {}, positional, keyword)
+    child = InliningInstructionTranslator(
+        code, symbolic_locals, fn.f_globals(), fn.cells(tx), tx.output,
+        inline_depth=tx.inline_depth + 1, parent=tx,
+    )
+    try:
+        child.run()
+    except Unsupported as e:
+        raised = _raised_here(child, e)
+        if raised is not None:
+            raise FrameRaised(raised, e) from None
+        raise
+    return child.return_value
+
+
+def _raised_here(child: Any, error: Unsupported) -> type[BaseException] | None:
+    """The exception type leaving ``child``'s frame for certain, if that is how it stopped."""
+    from bytegraph.variables.user_defined import MissingAttribute
+
+    inst = child.current_inst
+    if inst is None or child.decoded.handler_for(inst.index) is not None:
+        return None
+    context = error.__context__
+    if isinstance(context, MissingAttribute) and not context.frames:
+        return AttributeError
+    if inst.opname == "RAISE_VARARGS" and inst.arg == 1 and child.stack:
+        raised = child.stack[-1]
+        if isinstance(raised, ExceptionInstanceVariable):
+            return raised.exc_type
+        if isinstance(raised, ExceptionClassVariable):
+            return raised.value
+    return None
+
+
+def call_catching(
+    tx: Tx, fn: VariableTracker, args: list[VariableTracker], exc_type: type[BaseException]
+) -> VariableTracker | None:
+    """``fn(*args)``, or None if it raised ``exc_type`` (any other raise stays a break)."""
+    try:
+        return inline_frame(tx, fn, args)
+    except FrameRaised as e:
+        if issubclass(e.exc_type, exc_type):
+            return None
+        raise e.unsupported from None
+
+
+def sequence_items(tx: Tx, getitem: VariableTracker, obj: VariableTracker) -> list[VariableTracker]:
+    """``obj[0], obj[1], ...`` until ``__getitem__`` raises IndexError (the sequence protocol)."""
+    items = []
+    for index in range(_MAX_SEQUENCE_ITEMS):
+        item = call_catching(tx, getitem, [obj, ConstantVariable(index)], IndexError)
+        if item is None:
+            return items
+        items.append(item)
+    raise Unsupported("unsupported_value", f"a sequence of over {_MAX_SEQUENCE_ITEMS} items")
+
+
+# -- exception objects ----------------------------------------------------------------
+
+
+def is_builtin_exception_class(value: Any) -> bool:
+    return (
+        isinstance(value, type)
+        and issubclass(value, BaseException)
+        and value.__module__ == "builtins"
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ExceptionClassVariable(ClassVariable):
+    """A builtin exception class: calling it makes an exception object."""
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        if kwargs:
+            raise Unsupported("unsupported_call", f"{self.value.__name__}() with keywords")
+        return ExceptionInstanceVariable(self.value, tuple(args))
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ExceptionInstanceVariable(VariableTracker):
+    """``ExcType(*args)`` made in the trace (only ever raised, or rebuilt)."""
+
+    exc_type: type[BaseException]
+    args: tuple[VariableTracker, ...]
+
+    def python_type(self) -> type:
+        return self.exc_type
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        from bytegraph.variables.containers import TupleVariable
+
+        if name == "args":
+            return TupleVariable(self.args)
+        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.exc_type.__name__}")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.call_const(self.exc_type, list(self.args))
+
+    def __repr__(self) -> str:
+        return f"ExceptionInstanceVariable({self.exc_type.__name__})"

@@ -1,0 +1,121 @@
+"""``inspect.signature`` of a function the trace knows, folded at trace time.
+
+Libraries count or name a callback's parameters (Hugging Face's
+``apply_chunking_to_forward`` does ``len(inspect.signature(fn).parameters)``).
+Inlining ``inspect.signature`` would walk ``inspect``'s internals (``id()``
+memos, ``__wrapped__`` chains); instead the signature of the very function
+the trace holds is computed for real. That function is guarded by identity
+(ID_MATCH on its source), and its signature is a function of its code,
+defaults, annotations and ``__wrapped__``/``__signature__`` attributes,
+which a program does not reassign between calls in practice; the result is
+immutable.
+
+``FrozenValueVariable`` holds such an immutable value (a Signature, its
+Parameters, the read-only ``parameters`` mapping): attribute reads and the
+mapping's read methods are evaluated for real, and builtins such as ``len``
+fold on it as on any constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+from bytegraph.exc import Unsupported
+from bytegraph.variables.base import BoundMethodVariable, VariableTracker
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+_FROZEN_TYPES = (inspect.Signature, inspect.Parameter, types.MappingProxyType)
+_MAPPING_READS = frozenset({"keys", "values", "items", "get", "__contains__", "__len__",
+                            "__getitem__"})
+
+
+def frozen(value: Any) -> VariableTracker:
+    """A constant, or a FrozenValueVariable for the immutable inspect values."""
+    from bytegraph.variables.builder import wrap_constant_result
+    from bytegraph.variables.containers import TupleVariable
+
+    if isinstance(value, _FROZEN_TYPES) or type(value).__name__ in ("odict_keys", "odict_values",
+                                                                    "odict_items"):
+        return FrozenValueVariable(value)
+    if type(value) is tuple:
+        return TupleVariable(tuple(frozen(v) for v in value))
+    return wrap_constant_result(value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class FrozenValueVariable(VariableTracker):
+    """An immutable value computed at trace time (no source, no guard)."""
+
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if isinstance(self.value, types.MappingProxyType) and name in _MAPPING_READS:
+            return BoundMethodVariable(self, name)
+        if name.startswith("_") or not hasattr(self.value, name):
+            raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+        attr = getattr(self.value, name)
+        if callable(attr) and not isinstance(attr, type):
+            raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+        return frozen(attr)
+
+    def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
+        if not isinstance(self.value, types.MappingProxyType) or name not in _MAPPING_READS:
+            raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+        values = [a.as_python_constant() for a in args]
+        try:
+            result = getattr(self.value, name)(*values)
+        except Exception as e:  # KeyError...: eager raises it
+            raise Unsupported("unsupported_value", f"{name} raised {type(e).__name__}") from e
+        return frozen(tuple(result) if name in ("keys", "values", "items") else result)
+
+    def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
+        return [frozen(v) for v in self.value]
+
+    def reconstruct(self, codegen: Any) -> None:
+        codegen.load_const(self.value)
+
+    def __repr__(self) -> str:
+        return f"FrozenValueVariable({type(self.value).__name__})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SignatureFunctionVariable(VariableTracker):
+    """``inspect.signature`` itself."""
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def as_python_constant(self) -> Any:
+        return inspect.signature
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        if len(args) != 1 or kwargs:
+            raise Unsupported("unsupported_call", "inspect.signature with options")
+        return FrozenValueVariable(inspect.signature(_known_callable(args[0])))
+
+
+def _known_callable(vt: VariableTracker) -> Any:
+    """The real function or bound method ``vt`` stands for (its function guarded by id)."""
+    from bytegraph.variables.functions import UserFunctionVariable
+    from bytegraph.variables.user_defined import UserMethodVariable
+
+    if isinstance(vt, UserFunctionVariable):
+        return vt.fn
+    if isinstance(vt, UserMethodVariable) and isinstance(vt.fn, UserFunctionVariable):
+        # A bound method's signature drops the first parameter, whatever it is bound to.
+        return types.MethodType(vt.fn.fn, object())
+    raise Unsupported("unsupported_call", f"inspect.signature of {vt}")
