@@ -403,8 +403,6 @@ class UserDefinedObjectVariable(VariableTracker):
 
     # -- reads ----------------------------------------------------------------
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
-        if name == "__class__":
-            return self.class_vt(tx)
         if self.custom_getattribute:
             found = self.lookup(tx, "__getattribute__")
             if found is not None and found.owner is not object:

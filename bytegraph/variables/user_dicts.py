@@ -14,9 +14,11 @@ items in step, whose ``__getitem__`` takes a key or an index. One
 
 An object from the frame has its keys guarded (read with the builtin base's
 own ``keys``, never an override) and its values read as
-``dict.__getitem__(obj, key)``. Changing its contents or attributes would
-need a replay that bypasses the subclass's overrides, which SideEffects does
-not do: both are graph breaks. An object created in the trace is rebuilt, if
+``dict.__getitem__(obj, key)``. Changing its contents would need a replay
+that bypasses the subclass's overrides (SideEffects replays through
+``clear``/``update``, which ModelOutput forbids): a graph break. Its
+attributes are stored as any user object's (a custom ``__setattr__`` on an
+existing object is a break). An object created in the trace is rebuilt, if
 it escapes, without running any of its class's code:
 ``base.__new__(cls)``, ``base.__setitem__`` for each item, then
 ``object.__setattr__`` for each attribute — the state eager mode built.
@@ -146,14 +148,6 @@ class UserDictObjectVariable(UserDefinedObjectVariable):
         if self._inherits("__len__") and self.lookup(tx, "__bool__") is None:
             return bool(self.mapping.items_now(tx))
         return super().truth(tx)
-
-    # -- stores -----------------------------------------------------------------
-    def store_raw(self, tx: Tx, name: str, value: VariableTracker) -> None:
-        if not self.is_new:
-            raise Unsupported(
-                "side_effect", f"setting {name!r} of an existing {self.cls.__qualname__}"
-            )
-        super().store_raw(tx, name, value)
 
     # -- rebuilding ---------------------------------------------------------
     def reconstruct(self, codegen: PyCodegen) -> None:
