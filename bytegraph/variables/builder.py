@@ -48,6 +48,7 @@ from bytegraph.variables.containers import (
 )
 from bytegraph.variables.ctx import GRAD_MODE_CLASSES, wrap_context_manager
 from bytegraph.variables.enums import EnumClassVariable, EnumMemberVariable, is_enum_class
+from bytegraph.variables.environ import EnvironVariable, is_environ
 from bytegraph.variables.functions import (
     MarkedFunctionVariable,
     PartialVariable,
@@ -177,6 +178,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
             if isinstance(value, types.MethodType):
                 guard(GuardKind.ID_MATCH, AttrSource(source, "__func__"), value.__func__)
             return context
+    if is_environ(value):  # os.environ: each variable read is guarded by its value
+        guard(GuardKind.ID_MATCH, source, value)
+        return EnvironVariable(source=source)
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user

@@ -15,8 +15,9 @@ What it took (bytegraph/variables/): configs define ``__getattribute__`` and
 that are also dataclasses (user_dicts.py), ``deprecate_kwarg`` compares enum
 members (enums.py), the cache iterates a ``collections.abc.Sequence`` whose
 end is an IndexError (raising.py), ``apply_chunking_to_forward`` counts a
-callback's parameters (signatures.py), and functions import ``torch`` inside
-(IMPORT_NAME of a module already imported). ``torch.compiler.is_compiling()``
+callback's parameters (signatures.py), Llama's attention reads
+``os.environ`` (environ.py), and functions import ``torch`` inside (IMPORT_NAME
+of a module already imported). ``torch.compiler.is_compiling()``
 is True while bytegraph traces, so the libraries take their compiler path.
 """
 
@@ -68,10 +69,18 @@ def t5_encoder():
     return transformers.T5EncoderModel(config)
 
 
+def llama():
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=100,
+    )
+    return transformers.LlamaForCausalLM(config)
+
+
 # model -> the most graphs one call may take. Every one is a single graph: nothing
 # breaks (explain() reports no break), with or without an attention mask.
 MODELS = {"bert": (bert, 1), "gpt2": (gpt2, 1), "distilbert": (distilbert, 1),
-          "t5_encoder": (t5_encoder, 1)}
+          "t5_encoder": (t5_encoder, 1), "llama": (llama, 1)}
 
 
 def _inputs(padded: bool) -> dict[str, torch.Tensor]:

@@ -350,6 +350,14 @@ def number_plus_equals_tensor(x):
     return buckets, scale
 
 
+@add(t3)
+def environ_reads(x):
+    import os
+
+    flag = os.environ.get("BYTEGRAPH_TEST_FLAG", "0") == "1"
+    return x * 2 if not flag and "BYTEGRAPH_TEST_FLAG" not in os.environ else x
+
+
 class Stack(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -432,3 +440,18 @@ def test_is_compiling_is_true_while_tracing(counting_backend) -> None:
 
     assert f(torch.zeros(1)).item() == -1
     assert bytegraph.compile(f, backend=counting_backend)(torch.zeros(1)).item() == 1
+
+
+def test_environment_variable_change_is_guarded(counting_backend, monkeypatch) -> None:
+    import os
+
+    def f(x):
+        return x * 2 if os.environ.get("BYTEGRAPH_TEST_FLAG") == "1" else x + 2
+
+    compiled = bytegraph.compile(f, backend=counting_backend)
+    x = torch.ones(1)
+    monkeypatch.delenv("BYTEGRAPH_TEST_FLAG", raising=False)
+    assert compiled(x).item() == 3
+    monkeypatch.setenv("BYTEGRAPH_TEST_FLAG", "1")
+    assert compiled(x).item() == 2
+    assert counting_backend.calls == 2
