@@ -51,9 +51,16 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        from bytegraph.exc import Unsupported
         from bytegraph.variables.builder import wrap_constant_result
 
-        return wrap_constant_result(getattr(self.value, name))
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:  # getattr(None, name, default) handles this one
+            raise Unsupported(
+                "unsupported_value", f"{type(self.value).__name__} has no attribute {name!r}"
+            ) from None
+        return wrap_constant_result(value)
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
         from bytegraph.exc import Unsupported

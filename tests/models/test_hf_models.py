@@ -143,6 +143,48 @@ def test_explain_reports_no_break(name) -> None:
     assert report.graph_count == 1
 
 
+# (model, extra call arguments, most graphs, why)
+VARIANTS = {
+    "gpt2_labels": (gpt2, {"labels": True}, 2,
+                    "the loss_function property logs a warning (a logger call breaks)"),
+    "gpt2_no_cache": (gpt2, {"use_cache": False}, 1, "nothing breaks"),
+    "gpt2_tuple": (gpt2, {"return_dict": False}, 1, "nothing breaks"),
+    "bert_tuple": (bert, {"return_dict": False}, 1, "nothing breaks"),
+}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_call_variants_match_eager(name, counting_backend) -> None:
+    make, extra, max_graphs, _why = VARIANTS[name]
+    extra = dict(extra)
+    model = make().eval()
+    compiled = bytegraph.compile(model, backend=counting_backend)
+    inputs = _inputs(padded=True)
+    if extra.pop("labels", None):
+        extra = {**extra, "labels": inputs["input_ids"]}
+    with torch.no_grad():
+        assert_same_output(compiled(**inputs, **extra), model(**inputs, **extra))
+        graphs = counting_backend.calls
+        assert 1 <= graphs <= max_graphs
+        assert_same_output(compiled(**inputs, **extra), model(**inputs, **extra))
+    assert counting_backend.calls == graphs
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_training_mode_dropout_matches_eager(name, counting_backend) -> None:
+    """Dropout draws from the global generator in the same order in the graph."""
+    model = MODELS[name][0]().train()
+    compiled = bytegraph.compile(model, backend=counting_backend)
+    inputs = _inputs(padded=True)
+    torch.manual_seed(1)
+    expected = model(**inputs)
+    torch.manual_seed(1)
+    actual = compiled(**inputs)
+    key = "logits" if "logits" in expected else "last_hidden_state"
+    assert torch.equal(actual[key], expected[key])
+    assert counting_backend.calls == 1
+
+
 def _loss_and_grads(model, call, inputs):
     model.zero_grad(set_to_none=True)
     output = call(**inputs)
