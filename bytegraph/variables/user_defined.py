@@ -1,10 +1,12 @@
 """User-defined classes and their instances, modelled by Python's own lookup rules.
 
-``UserDefinedClassVariable`` is a plain Python class (metaclass ``type`` or
-``ABCMeta``, every base a Python class). ``UserDefinedObjectVariable`` is an
-instance of one: either an object from the frame (it has a source; its type
-is guarded by TYPE_MATCH) or one created during the trace (no source,
+``UserDefinedClassVariable`` is a user class (user_classes.py says which:
+class statements over ``object``, or over dict/OrderedDict, under a metaclass
+that leaves creation and lookups to ``type``). ``UserDefinedObjectVariable``
+is an instance of one: either an object from the frame (it has a source; its
+type is guarded by TYPE_MATCH) or one created during the trace (no source,
 ``AttributeMutationNew``; ``object.__new__`` semantics, ``__init__`` inlined).
+Instances of dict subclasses are ``UserDictObjectVariable`` (user_dicts.py).
 
 Attribute reads follow ``object.__getattribute__``: a data descriptor on the
 type (a property's getter is inlined), else the instance's attribute (a store
@@ -12,21 +14,22 @@ pending in SideEffects, else the real ``__dict__`` entry, read through an
 AttrSource and so guarded by value), else the class attribute (functions bind
 to a ``UserMethodVariable``, classmethods to the class, staticmethods stay
 plain), else an inlined ``__getattr__``. A lookup that relies on a name being
-absent from the instance guards the instance's ``__dict__`` keys.
+absent from the instance guards the instance's ``__dict__`` keys. A class
+that defines ``__getattribute__`` has it inlined instead (custom_attrs.py),
+and ``obj.__dict__`` is a read-only view (instance_dict.py).
 
 Stores and deletes are recorded in SideEffects and replayed after the graph;
 an object created in the trace is rebuilt only if it escapes:
-``object.__new__(cls)`` then ``object.__setattr__`` for each attribute.
-Classes whose construction, attribute access or assignment is customised
-(``__new__``, ``__setattr__`` on an existing object, metaclasses, slots
-without ``__dict__``) are unsupported, never guessed. ``super()``,
+``object.__new__(cls)`` then ``object.__setattr__`` for each attribute. A
+custom ``__setattr__`` is inlined on an object made in the trace. What
+cannot be replayed or modelled exactly (a custom ``__new__``, ``__setattr__``
+on an existing object, stores through a metaclass's ``__setattr__``, slots
+without ``__dict__``) is unsupported, never guessed. ``super()``,
 ``object.__setattr__`` and the attribute builtins are in object_builtins.py.
 """
 
 from __future__ import annotations
 
-import abc
-import collections
 import dataclasses
 import types
 from collections.abc import Sequence
@@ -43,13 +46,20 @@ from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.custom_attrs import GenericAttrSource, TypeSource, custom_getattr
 from bytegraph.variables.objects import ClassVariable
+from bytegraph.variables.user_classes import (  # noqa: F401  (re-exported for importers)
+    MAPPING_BASES,
+    has_custom_getattribute,
+    is_data_descriptor,
+    is_plain_class,
+    is_plain_metaclass,
+    is_user_class,
+    mapping_base,
+)
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
-_PLAIN_METACLASSES = (type, abc.ABCMeta)
 
 
 class MissingAttribute(Unsupported):
@@ -57,93 +67,6 @@ class MissingAttribute(Unsupported):
 
     def __init__(self, owner: str, name: str) -> None:
         super().__init__("unsupported_value", f"{owner} has no attribute {name!r} (AttributeError)")
-
-
-def is_plain_metaclass(meta: type) -> bool:
-    """``type``, or a metaclass that leaves creating instances and reading attributes alone.
-
-    A metaclass customising only ``__setattr__`` (Hugging Face's ModelOutput
-    has one) or ``__init_subclass__``-style hooks changes nothing the trace
-    models; one defining ``__call__``, ``__getattribute__``, ``__getattr__``
-    or a data descriptor (which class attribute reads would find first) does.
-    """
-    if meta in _PLAIN_METACLASSES:
-        return True
-    if not issubclass(meta, type) or meta.__call__ is not type.__call__:
-        return False
-    if meta.__getattribute__ is not type.__getattribute__ or hasattr(meta, "__getattr__"):
-        return False
-    return not any(
-        is_data_descriptor(raw)
-        for klass in meta.__mro__
-        if klass not in (type, object)
-        for raw in vars(klass).values()
-    )
-
-
-def _heap_mro(cls: type) -> bool:
-    return all(k is object or k.__flags__ & _HEAPTYPE for k in cls.__mro__)
-
-
-MAPPING_BASES = (dict, collections.OrderedDict)
-
-
-def mapping_base(cls: type) -> type | None:
-    """``dict`` or ``OrderedDict`` if ``cls`` is a Python subclass of one, else None."""
-    for klass in cls.__mro__:
-        if not klass.__flags__ & _HEAPTYPE:  # the first class not made by a class statement
-            return klass if klass in MAPPING_BASES and klass is not cls else None
-    return None
-
-
-def _modelled_mro(cls: type) -> bool:
-    """Python classes over ``object``, or over dict/OrderedDict (user_dicts.py)."""
-    return _heap_mro(cls) or (
-        mapping_base(cls) is not None
-        and cls.__new__ is dict.__new__
-        and all(k in (object, dict, collections.OrderedDict) or k.__flags__ & _HEAPTYPE
-                for k in cls.__mro__)
-    )
-
-
-def has_custom_getattribute(cls: type) -> bool:
-    """A Python class in the MRO defines ``__getattribute__`` (builtins such as dict
-    list the generic one in their own ``__dict__``)."""
-    for klass in cls.__mro__:
-        if "__getattribute__" in vars(klass):
-            return bool(klass.__flags__ & _HEAPTYPE)
-    return False
-
-
-def is_plain_class(cls: Any) -> bool:
-    """A class whose instances behave as ``object`` says: no C base, no metaclass tricks."""
-    if not isinstance(cls, type) or not is_plain_metaclass(type(cls)):
-        return False
-    if has_custom_getattribute(cls):
-        return False
-    return _heap_mro(cls)
-
-
-def is_user_class(cls: Any) -> bool:
-    """Classes modelled here: plain, and not torch internals (nn.Modules excepted).
-
-    A class whose ``__getattribute__`` is a Python function is modelled too:
-    reads inline it (custom_attrs.py).
-    """
-    import torch
-
-    if not is_plain_class(cls):
-        if not (isinstance(cls, type) and is_plain_metaclass(type(cls)) and _modelled_mro(cls)):
-            return False
-        getattribute = cls.__getattribute__
-        if has_custom_getattribute(cls) and not isinstance(getattribute, types.FunctionType):
-            return False
-    return not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
-
-
-def is_data_descriptor(raw: Any) -> bool:
-    kind = type(raw)
-    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 def _has_instance_dict(cls: type) -> bool:
@@ -285,9 +208,20 @@ class UserDefinedClassVariable(ClassVariable):
             )
         return wrap(tx, raw, AttrSource(source, name))
 
+    def _check_class_store(self, name: str, action: str) -> None:
+        """Stores replay as STORE_ATTR/DELETE_ATTR: only where the metaclass adds nothing."""
+        meta = type(self.value)
+        if (
+            name in meta.__dict__
+            or (name.startswith("__") and name.endswith("__"))
+            or meta.__setattr__ is not type.__setattr__
+            or meta.__delattr__ is not type.__delattr__
+        ):
+            detail = f"{action} {name!r} of class {self.value.__qualname__}"
+            raise Unsupported("side_effect", detail)
+
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
-        if name in type(self.value).__dict__ or (name.startswith("__") and name.endswith("__")):
-            raise Unsupported("side_effect", f"setting {name!r} of class {self.value.__qualname__}")
+        self._check_class_store(name, "setting")
         tracked = tx.output.side_effects.existing(self.value) or self
         tx.output.side_effects.store_attr(tracked, name, value)
 
@@ -296,8 +230,7 @@ class UserDefinedClassVariable(ClassVariable):
         found = lookup_class_attr(tx, cls, self._source(tx), name)
         if found is None or found.owner is not cls:  # only the class's own attributes
             raise MissingAttribute(f"class {cls.__qualname__}", name)
-        if name in type(cls).__dict__ or (name.startswith("__") and name.endswith("__")):
-            raise Unsupported("side_effect", f"deleting {name!r} of class {cls.__qualname__}")
+        self._check_class_store(name, "deleting")
         tx.output.side_effects.delete_attr(tx.output.side_effects.existing(cls) or self, name)
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
