@@ -35,6 +35,7 @@ class GuardFunctionBuilder:
         # Reading ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
         self.share_reads = share_reads
         self._locals: dict[Source, str] = {}
+        self._distinct: list[tuple[Source, ...]] = []
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
@@ -55,7 +56,18 @@ class GuardFunctionBuilder:
         return f"___c{len(self.constants) - 1}"
 
     def add(self, guard: Guard) -> None:
+        if self.share_reads and guard.kind is GuardKind.DISTINCT:
+            # Pairwise ``is not`` checks grow with the square of the objects of one
+            # type (every module of a model); one set of ids per group grows linearly.
+            self._distinct.append((guard.source, *guard.expected))
+            return
         self.parts.extend(self._expressions(guard))
+
+    def finish(self) -> None:
+        """Emit the grouped checks that ``add`` deferred."""
+        for group in _connected(self._distinct):
+            ids = ", ".join(f"id({self.ref(source)})" for source in group)
+            self.parts.append(f"len({{{ids}}}) == {len(group)}")
 
     def _expressions(self, guard: Guard) -> list[str]:
         def e() -> str:  # a call per use: only the first use may store the read
@@ -225,9 +237,21 @@ def build_guard_function(
         builder.add_global_state(default_device)
         for guard in guards:
             builder.add(guard)
+        builder.finish()
     body = " and ".join(f"({p})" for p in fast.parts) or "True"
     make = _maker(fn, fast.constants)
     return GuardFunction(make(f"    return {body}", "False"), plain.parts, plain.constants, make)
+
+
+def _connected(edges: list[tuple[Source, ...]]) -> list[list[Source]]:
+    """Groups of sources linked by any DISTINCT guard, each in first-seen order."""
+    groups: list[list[Source]] = []
+    for linked in edges:
+        touching = [g for g in groups if any(s in g for s in linked)]
+        merged = [s for g in touching for s in g]
+        merged += [s for s in linked if s not in merged]
+        groups = [g for g in groups if g not in touching] + [merged]
+    return groups
 
 
 def _maker(
