@@ -535,13 +535,12 @@ class UserDefinedObjectVariable(VariableTracker):
         return self.call_special(tx, "__getitem__", [index])
 
     def contains(self, tx: Tx, item: VariableTracker) -> VariableTracker:
-        """``item in obj``: ``__contains__``, else a scan of ``iter(obj)``."""
+        """``item in obj``: ``__contains__``, else a scan of ``iter(obj)`` (which falls
+        back to the sequence protocol, as CPython's does)."""
         from bytegraph.variables.containers import equal_now
 
         if self.lookup(tx, "__contains__") is not None:
             return ConstantVariable(self.call_special(tx, "__contains__", [item]).truth(tx))
-        if self.lookup(tx, "__iter__") is None:
-            raise Unsupported("unsupported_call", f"'in' on a {self.cls.__qualname__}")
         return ConstantVariable(any(equal_now(tx, v, item) for v in self.unpack_sequence(tx)))
 
     def length(self, tx: Tx) -> int:

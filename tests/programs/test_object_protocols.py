@@ -314,6 +314,19 @@ def sequence_whose_index_error_is_caught_and_raised_again_breaks(x, layers):
     return y * sum(layers)
 
 
+@add(lambda: (torch.randn(3), OldStyle([1, 2])), graphs=2)
+def old_style_sequence_whose_index_error_leaves_a_deeper_frame_breaks(x, seq):
+    # The IndexError is raised by list indexing inside __getitem__: only a ``raise``
+    # statement (or a failed attribute lookup) of the frame itself is modelled.
+    y = x + 1
+    return y * sum(seq), 4 in seq
+
+
+@add(lambda: (torch.randn(3), Layers(2)))
+def membership_by_the_sequence_protocol(x, layers):
+    return x * (2 in layers) + (5 in layers)
+
+
 # -- imports, signatures, hasattr on tensors, numbers += tensors ---------------------------
 
 
