@@ -84,6 +84,39 @@ class MappingItemSource(ChildSource):
         codegen.append(*assemble.call(2))
 
 
+# The builtin base's methods that act on the contents alone, as they would on a
+# plain mapping (not copy, fromkeys or the | operators: they build new objects).
+_CONTENT_METHODS = frozenset({
+    "__getitem__", "get", "__contains__", "__len__", "keys", "values", "items",
+    "__setitem__", "__delitem__", "pop", "popitem", "update", "setdefault", "clear",
+    "move_to_end",
+})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ObjectMappingVariable(DictVariable):
+    """The mapping half of a dict-subclass object; rebuilt, it is that object.
+
+    (``d.keys()`` escaping the trace must be a view of the object itself.)
+    ``owner`` is a one-item box, filled once the object's VT exists.
+    """
+
+    owner: list = dataclasses.field(default_factory=list)
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if not self.owner:
+            raise Unsupported("unsupported_value", "the mapping of an unknown object")
+        codegen(self.owner[0])
+
+
+def _object(
+    value: Any, cls: type, cls_vt: Any, mapping: ObjectMappingVariable, **fields: Any
+) -> UserDictObjectVariable:
+    obj = UserDictObjectVariable(value, cls, cls_vt, mapping=mapping, **fields)
+    mapping.owner.append(obj)
+    return obj
+
+
 def wrap_user_mapping(
     tx: Tx, value: Any, source: Source, mutation_type: Any
 ) -> UserDictObjectVariable | None:
@@ -98,24 +131,22 @@ def wrap_user_mapping(
     tx.output.add_guard(GuardKind.CONSTANT_MATCH, MappingKeysSource(source, base), keys)
     items = {k: wrap(tx, dict.__getitem__(value, k), MappingItemSource(source, k)) for k in keys}
     # No mutation type: the contents of an object from the frame are read-only here.
-    mapping = DictVariable(items, base)
-    return UserDictObjectVariable(
-        value, type(value), mapping=mapping, source=source, mutation_type=mutation_type
-    )
+    mapping = ObjectMappingVariable(items, base)
+    return _object(value, type(value), None, mapping, source=source, mutation_type=mutation_type)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class UserDictObjectVariable(UserDefinedObjectVariable):
     """A dict/OrderedDict subclass instance: attributes as a user object, items in ``mapping``."""
 
-    mapping: DictVariable | None = None
+    mapping: ObjectMappingVariable | None = None
 
     @staticmethod
     def new(tx: Tx, cls: type, cls_vt: VariableTracker, mutation: Any) -> UserDictObjectVariable:
         """``base.__new__(cls)``: an empty instance created by the trace."""
         contents = tx.output.side_effects.new_mutation(ValueMutationNew)
-        items = DictVariable({}, mapping_base(cls), mutation_type=contents)
-        return UserDictObjectVariable(None, cls, cls_vt, mapping=items, mutation_type=mutation)
+        items = ObjectMappingVariable({}, mapping_base(cls), mutation_type=contents)
+        return _object(None, cls, cls_vt, items, mutation_type=mutation)
 
     # -- what the builtin base does -------------------------------------------
     def bind(self, tx: Tx, found: Found, name: str) -> VariableTracker:
@@ -129,6 +160,8 @@ class UserDictObjectVariable(UserDefinedObjectVariable):
             name = "update"
         elif name == "__getitem__" and self.lookup(tx, "__missing__") is not None:
             raise Unsupported("unsupported_call", f"{self.cls.__qualname__} defines __missing__")
+        elif name not in _CONTENT_METHODS:
+            raise Unsupported("unsupported_call", f"{name} of a {self.cls.__qualname__}")
         return BoundMethodVariable(self.mapping, name)
 
     def _inherits(self, name: str) -> bool:
