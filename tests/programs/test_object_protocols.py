@@ -468,3 +468,14 @@ def test_environment_variable_change_is_guarded(counting_backend, monkeypatch) -
     monkeypatch.setenv("BYTEGRAPH_TEST_FLAG", "1")
     assert compiled(x).item() == 2
     assert counting_backend.calls == 2
+
+
+def test_keys_view_of_an_output_is_a_view_of_that_object(counting_backend) -> None:
+    def f(x):
+        out = HiddenOutput(last=x * 2)
+        return out, out.keys()
+
+    out, keys = bytegraph.compile(f, backend=counting_backend)(torch.ones(2))
+    out["late"] = 1
+    assert list(keys) == ["last", "late"]
+    assert counting_backend.calls == 1
