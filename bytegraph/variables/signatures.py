@@ -5,10 +5,10 @@ Libraries count or name a callback's parameters (Hugging Face's
 Inlining ``inspect.signature`` would walk ``inspect``'s internals (``id()``
 memos, ``__wrapped__`` chains); instead the signature of the very function
 the trace holds is computed for real. That function is guarded by identity
-(ID_MATCH on its source), and its signature is a function of its code,
-defaults, annotations and ``__wrapped__``/``__signature__`` attributes,
-which a program does not reassign between calls in practice; the result is
-immutable.
+(ID_MATCH on its source), and so is everything its signature is computed
+from: its code, defaults, keyword defaults and annotations, and the
+``__signature__`` and ``__wrapped__`` attributes it follows (with the keys of
+its ``__dict__``). The result is immutable.
 
 ``FrozenValueVariable`` holds such an immutable value (a Signature, its
 Parameters, the read-only ``parameters`` mapping): attribute reads and the
@@ -24,6 +24,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import AttrSource
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 
 if TYPE_CHECKING:
@@ -105,17 +107,38 @@ class SignatureFunctionVariable(VariableTracker):
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
             raise Unsupported("unsupported_call", "inspect.signature with options")
-        return FrozenValueVariable(inspect.signature(_known_callable(args[0])))
+        return FrozenValueVariable(inspect.signature(_known_callable(tx, args[0])))
 
 
-def _known_callable(vt: VariableTracker) -> Any:
-    """The real function or bound method ``vt`` stands for (its function guarded by id)."""
+def _known_callable(tx: Tx, vt: VariableTracker) -> Any:
+    """The real function or bound method ``vt`` stands for, what its signature is
+    computed from guarded."""
     from bytegraph.variables.functions import UserFunctionVariable
     from bytegraph.variables.user_defined import UserMethodVariable
 
-    if isinstance(vt, UserFunctionVariable):
-        return vt.fn
-    if isinstance(vt, UserMethodVariable) and isinstance(vt.fn, UserFunctionVariable):
-        # A bound method's signature drops the first parameter, whatever it is bound to.
-        return types.MethodType(vt.fn.fn, object())
-    raise Unsupported("unsupported_call", f"inspect.signature of {vt}")
+    bound = isinstance(vt, UserMethodVariable)
+    fn_vt = vt.fn if bound else vt
+    if not isinstance(fn_vt, UserFunctionVariable) or fn_vt.source is None:
+        raise Unsupported("unsupported_call", f"inspect.signature of {vt}")
+    _guard_signature_inputs(tx, fn_vt.fn, fn_vt.source)
+    # A bound method's signature drops the first parameter, whatever it is bound to.
+    return types.MethodType(fn_vt.fn, object()) if bound else fn_vt.fn
+
+
+def _guard_signature_inputs(tx: Tx, fn: Any, source: Any, depth: int = 0) -> None:
+    """Guard what ``inspect.signature(fn)`` reads: code, defaults, and the
+    ``__wrapped__``/``__signature__`` it follows (the function itself is ID_MATCHed)."""
+    if depth > 8 or not isinstance(fn, types.FunctionType):
+        raise Unsupported("unsupported_call", f"inspect.signature of {fn!r}")
+    add = tx.output.add_guard
+    for name in ("__code__", "__defaults__", "__kwdefaults__", "__annotations__"):
+        add(GuardKind.ID_MATCH, AttrSource(source, name), getattr(fn, name))
+    attrs = fn.__dict__
+    add(GuardKind.DICT_KEYS, AttrSource(source, "__dict__"), (type(attrs), tuple(attrs)))
+    if "__signature__" in attrs:
+        add(GuardKind.ID_MATCH, AttrSource(source, "__signature__"), attrs["__signature__"])
+    if "__wrapped__" in attrs:
+        wrapped = attrs["__wrapped__"]
+        wrapped_source = AttrSource(source, "__wrapped__")
+        add(GuardKind.ID_MATCH, wrapped_source, wrapped)
+        _guard_signature_inputs(tx, wrapped, wrapped_source, depth + 1)

@@ -479,3 +479,17 @@ def test_keys_view_of_an_output_is_a_view_of_that_object(counting_backend) -> No
     out["late"] = 1
     assert list(keys) == ["last", "late"]
     assert counting_backend.calls == 1
+
+
+def test_signature_follows_a_change_of_defaults(counting_backend) -> None:
+    def g(a, b=1):
+        return a
+
+    def f(x):
+        return x * inspect.signature(g).parameters["b"].default
+
+    compiled = bytegraph.compile(f, backend=counting_backend)
+    x = torch.ones(1)
+    assert compiled(x).item() == 1
+    g.__defaults__ = (5,)
+    assert compiled(x).item() == 5
