@@ -3,10 +3,11 @@
 A targeted rule, as the metaclass ``EnumType`` customises attribute access
 (``__getattr__``, member properties) and instance creation: a read of an
 enum class's attribute (``Color.RED``, ``Color.__members__``) is evaluated
-for real at trace time and wrapped through its ``AttrSource``. That is sound
-because the class itself is guarded by identity, every guard on the value
-re-evaluates the very same read on each call, and the trace never stores
-into an enum class (there is no ``var_setattr``: a store is a graph break).
+for real at trace time and wrapped through its ``AttrSource``, when it is a
+member or a constant. That is sound because the class itself is guarded by
+identity, every guard on the value re-evaluates the very same read on each
+call, and the trace never stores into an enum class (there is no
+``var_setattr``: a store is a graph break).
 
 A member that is not already a constant (members of ``str``/``int`` enums
 are: they are instances of str and int) is an ``EnumMemberVariable``: an
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
 from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import is_constant_value
 from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
@@ -51,6 +53,11 @@ class EnumClassVariable(ClassVariable):
     """An enum class: attribute reads evaluated for real, guarded through their source."""
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        # Members and constants only: a read that makes a new object on every access
+        # (``Color.__members__`` is a fresh mappingproxy) would fail its identity guard.
+        value = getattr(self.value, name, None)
+        if not (isinstance(value, self.value) or is_constant_value(value)):
+            raise Unsupported("unsupported_value", f"{self.value.__name__}.{name}")
         return _read(tx, self.value, self.source, name)
 
 
