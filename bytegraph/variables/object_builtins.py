@@ -8,9 +8,11 @@ lookup, attribute assignment or construction, so they are modelled on
   as CPython finds them) and ``super(cls, obj)``: lookups start after ``cls``
   in ``type(obj).__mro__``;
 * ``object.__setattr__``/``__delattr__``/``__init__``/``__new__`` (frozen
-  dataclasses' ``__init__`` stores through ``object.__setattr__``);
+  dataclasses' ``__init__`` stores through ``object.__setattr__``) and
+  ``object.__getattribute__``, the generic lookup a custom
+  ``__getattribute__`` calls (custom_attrs.py);
 * ``setattr``, ``delattr``, ``getattr``, ``hasattr``, ``type`` and ``len`` on
-  objects, and ``object()``;
+  objects, ``hasattr`` on tensors, and ``object()``;
 * ``dataclasses.replace``, which builds a new instance through ``__init__``.
 """
 
