@@ -97,9 +97,7 @@ def tensor_hasattr(tx: Tx, tensor: VariableTracker, name: str) -> bool:
     A tensor made by the trace has no attributes of its own; an input's are
     read from the real tensor and guarded.
     """
-    import torch
-
-    if hasattr(torch.Tensor, name):
+    if hasattr(tensor.python_type(), name):  # Tensor, or Parameter
         return True
     if tensor.source is None:
         return False
