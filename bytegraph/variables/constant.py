@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import PythonValueVariable, VariableTracker
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -35,15 +35,7 @@ def is_constant_value(value: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ConstantVariable(VariableTracker):
-    value: Any
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
+class ConstantVariable(PythonValueVariable):
     def is_python_constant(self) -> bool:
         return True
 
