@@ -7,29 +7,16 @@ the tests lie.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 
 import torch
+from source_lines import line_of, source_of
 
 import bytegraph
 from bytegraph.exc import BREAK_KINDS
 
 THIS_FILE = os.path.abspath(__file__)
-
-
-def line_of(fn, text: str) -> int:
-    """The line number, in this file, of the only line of ``fn`` containing ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    hits = [start + i for i, line in enumerate(lines) if text in line]
-    assert len(hits) == 1, f"{text!r} is on lines {hits} of {fn.__name__}"
-    return hits[0]
-
-
-def source_of(fn, text: str) -> str:
-    lines, start = inspect.getsourcelines(fn)
-    return lines[line_of(fn, text) - start].strip()
 
 
 # --- programs -----------------------------------------------------------------------------
