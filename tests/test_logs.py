@@ -9,7 +9,6 @@ off (``set_logs()``).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import subprocess
@@ -18,6 +17,7 @@ import textwrap
 
 import pytest
 import torch
+from source_lines import line_of
 
 import bytegraph
 from bytegraph.logs import ARTIFACTS
@@ -53,12 +53,6 @@ def with_print(x):
 
 def scaled(x, n):
     return x * n
-
-
-def line_of(fn, text: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    (hit,) = [start + i for i, line in enumerate(lines) if text in line]
-    return hit
 
 
 # --- each artifact ----------------------------------------------------------------------
