@@ -34,26 +34,32 @@ class GuardFunctionBuilder:
         # it in a local (``(___s0 := self.layers)``), later uses read that local.
         # Reading ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
         self.share_reads = share_reads
-        self._locals: dict[Source, str] = {}
+        self._locals: dict[str, str] = {}
         self._distinct: list[tuple[Source, ...]] = []
+        self._const_names: dict[int, str] = {}
+        self._seen: set[str] = set()  # plain text of every part emitted so far
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
         if not self.share_reads or isinstance(source, LocalSource):
             return source.expr()
-        name = self._locals.get(source)
+        plain = source.expr()  # keyed by text: two sources that read alike share the read
+        name = self._locals.get(plain)
         if name is not None:
             return name
-        text = source.expr()
+        text = plain
         base = getattr(source, "base", None)
         if base is not None and text.startswith(base.expr()):
             text = self.ref(base) + text[len(base.expr()):]
-        name = self._locals[source] = f"___s{len(self._locals)}"
+        name = self._locals[plain] = f"___s{len(self._locals)}"
         return f"({name} := {text})"
 
     def const(self, value: Any) -> str:
-        self.constants.append(value)
-        return f"___c{len(self.constants) - 1}"
+        name = self._const_names.get(id(value))
+        if name is None:  # one name per object, so equal guards read as equal text
+            self.constants.append(value)
+            name = self._const_names[id(value)] = f"___c{len(self.constants) - 1}"
+        return name
 
     def add(self, guard: Guard) -> None:
         if self.share_reads and guard.kind is GuardKind.DISTINCT:
@@ -61,7 +67,14 @@ class GuardFunctionBuilder:
             # type (every module of a model); one set of ids per group grows linearly.
             self._distinct.append((guard.source, *guard.expected))
             return
-        self.parts.extend(self._expressions(guard))
+        share, self.share_reads = self.share_reads, False
+        keys = self._expressions(guard)  # plain text: what makes two checks the same
+        self.share_reads = share
+        if self._seen.issuperset(keys):
+            return  # every check of this guard is already made (e.g. type(x) twice)
+        # Rendered only when kept: rendering is where a source's first read is placed.
+        self._seen.update(keys)
+        self.parts.extend(self._expressions(guard) if share else keys)
 
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
