@@ -130,6 +130,9 @@ class PythonValueVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         return self.value
 
+    def is_python_constant(self) -> bool:
+        return True
+
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class NullVariable(VariableTracker):

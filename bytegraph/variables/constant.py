@@ -36,9 +36,6 @@ def is_constant_value(value: object) -> bool:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ConstantVariable(PythonValueVariable):
-    def is_python_constant(self) -> bool:
-        return True
-
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.value)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import is_constant_value
 from bytegraph.variables.objects import ClassVariable
 
@@ -62,19 +62,8 @@ class EnumClassVariable(ClassVariable):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class EnumMemberVariable(VariableTracker):
+class EnumMemberVariable(PythonValueVariable):
     """A member of an enum (guarded by identity): a constant of the trace."""
-
-    value: enum.Enum
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
-    def is_python_constant(self) -> bool:
-        return True
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name in ("name", "value", "_name_", "_value_"):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource
-from bytegraph.variables.base import BoundMethodVariable, VariableTracker
+from bytegraph.variables.base import BoundMethodVariable, PythonValueVariable, VariableTracker
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
@@ -50,19 +50,8 @@ def frozen(value: Any) -> VariableTracker:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class FrozenValueVariable(VariableTracker):
+class FrozenValueVariable(PythonValueVariable):
     """An immutable value computed at trace time (no source, no guard)."""
-
-    value: Any
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
-    def is_python_constant(self) -> bool:
-        return True
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if isinstance(self.value, types.MappingProxyType) and name in _MAPPING_READS:
