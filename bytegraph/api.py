@@ -25,6 +25,7 @@ from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
 from bytegraph.translate.convert import convert_frame
 from bytegraph.translate.resume import FrameContext
+from bytegraph.variables.nn_module import has_hooks
 
 _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 
@@ -123,8 +124,6 @@ class CompiledModule(torch.nn.Module):
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        from bytegraph.variables.nn_module import has_hooks
-
         module = self._orig_mod
         if has_hooks(module) or "forward" in module.__dict__:
             return module(*args, **kwargs)
