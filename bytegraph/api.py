@@ -4,12 +4,25 @@ A call checks the cache entries newest first: the first whose guard passes
 runs its transformed function. A miss translates the call into a new entry;
 after ``config.recompile_limit`` entries the function runs as plain Python,
 with one warning naming the guard that kept failing.
+
+A miss holds one process-wide lock while it compiles: threads calling one
+function with new inputs compile one at a time, each first checking whether
+another has just compiled an entry that fits, so ``entries`` never outgrows
+the limit. A cache hit takes no lock: it reads ``_checks``, a tuple replaced
+whole on every change.
+
+A bytegraph bug while compiling (any exception that is neither an
+``Unsupported`` under ``fullgraph`` nor a backend's failure) never reaches
+the user: the function runs as plain Python from then on, with one warning,
+and the traceback goes to the ``internal`` log artifact.
+``config.strict = True`` raises it instead, as ``InternalError``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import time
 import types
 import warnings
@@ -20,14 +33,19 @@ from typing import Any
 import torch
 
 from bytegraph import config, logs
-from bytegraph.graph.backends import Backend, lookup_backend
+from bytegraph.exc import InternalError, Unsupported
+from bytegraph.graph.backends import Backend, BackendError, lookup_backend
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
-from bytegraph.translate.convert import convert_frame
+from bytegraph.translate.convert import bind_arguments, convert_frame
 from bytegraph.translate.resume import FrameContext
 from bytegraph.variables.nn_module import has_hooks
 
 _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+# Held by every cache miss while it looks again and compiles (re-entrant: compiling
+# may call another compiled function).
+_compile_lock = threading.RLock()
+_CheckedRun = tuple[Callable[..., bool], Callable[..., Any]]
 
 
 class CompiledFunction:
@@ -47,7 +65,7 @@ class CompiledFunction:
         self.resume_cache = resume_cache if resume_cache is not None else {}
         self.context = FrameContext(fn, self._compile_related, self.resume_cache, {})
         self.entries: list[CacheEntry] = []
-        self._checks: list[tuple[Callable[..., bool], Callable[..., Any]]] = []
+        self._checks: tuple[_CheckedRun, ...] = ()
         self._exhausted = False
         functools.update_wrapper(self, fn)
         _live_functions.add(self)
@@ -66,11 +84,24 @@ class CompiledFunction:
         return self if obj is None else types.MethodType(self, obj)
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
+        with _compile_lock:
+            run = self._lookup_or_compile(args, kwargs)
+        return run(*args, **kwargs)
+
+    def _lookup_or_compile(self, args: tuple, kwargs: dict) -> Callable[..., Any]:
+        """What runs this call: an entry another thread compiled meanwhile, a new one, or fn."""
+        for check, run in self._checks:
+            if check(*args, **kwargs):
+                return run
         if self._exhausted:
-            return self.fn(*args, **kwargs)
+            return self.fn
+        try:
+            frame_values = bind_arguments(self.fn, args, kwargs)
+        except TypeError:  # a call eager rejects: let the function raise its own error
+            return self.fn
         if len(self.entries) >= config.recompile_limit:
             self._give_up(args, kwargs)
-            return self.fn(*args, **kwargs)
+            return self.fn
         if self.entries and logs.enabled("recompiles"):
             failed = self.entries[0].guard.explain_failure(args, kwargs)
             logs.get_logger("recompiles").info(
@@ -79,11 +110,32 @@ class CompiledFunction:
                 self.fn.__code__.co_firstlineno, failed,
             )
         started = time.perf_counter()
-        entry = convert_frame(self.context, args, kwargs, self.backend, self.fullgraph)
+        try:
+            entry = convert_frame(self.context, frame_values, self.backend, self.fullgraph)
+        except (Unsupported, BackendError):
+            raise
+        except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
+            self._internal_error(error)
+            return self.fn
         entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
         self.entries.insert(0, entry)
-        self._checks.insert(0, (entry.guard.check, entry.run))
-        return entry.run(*args, **kwargs)
+        self._checks = ((entry.guard.check, entry.run), *self._checks)
+        return entry.run
+
+    def _internal_error(self, error: Exception) -> None:
+        """Raise under ``config.strict``; otherwise warn once and run as plain Python from now."""
+        code = self.fn.__code__
+        where = f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+        message = f"internal error while compiling {where}: {type(error).__name__}: {error}"
+        if config.strict:
+            raise InternalError(message) from error
+        self._exhausted = True
+        logs.get_logger("internal").info("%s", message, exc_info=error)
+        warnings.warn(
+            f"bytegraph: {message}. It runs as plain Python from now on. This is a bytegraph "
+            f"bug: please report it with the traceback that BYTEGRAPH_LOGS=internal prints.",
+            stacklevel=5,  # the user's call: _internal_error, _lookup_or_compile, _miss, __call__
+        )
 
     def _give_up(self, args: tuple, kwargs: dict) -> None:
         self._exhausted = True
@@ -93,14 +145,14 @@ class CompiledFunction:
             f"bytegraph: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) hit "
             f"config.recompile_limit={config.recompile_limit}; it now runs as plain Python. "
             f"The guard that kept failing: {failed}",
-            stacklevel=3,
+            stacklevel=5,  # the user's call: _give_up, _lookup_or_compile, _miss, __call__
         )
 
     def reset(self) -> None:
         self.entries.clear()
         self.resume_cache.clear()
         self.context.callee_cache.clear()
-        self._checks.clear()
+        self._checks = ()
         self._exhausted = False
 
 

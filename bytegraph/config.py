@@ -10,3 +10,7 @@ inline_depth_limit: int = 32
 
 memoize_metadata: bool = True
 """Answer repeated ops on tensors of the same metadata from a memo."""
+
+strict: bool = False
+"""Raise a bytegraph bug met while compiling (as ``InternalError``) instead of
+warning once and running the function as plain Python. The test suite sets it."""

@@ -4,7 +4,9 @@ Artifacts: ``bytecode`` (the instructions traced, with the stack at debug
 level), ``graph_code`` (each captured graph as Python), ``guards`` (each
 cache entry's guards), ``graph_breaks`` (why and where each break happened),
 ``recompiles`` (which guard failed, with the value that failed it),
-``output_code`` (the transformed and resume functions' bytecode).
+``output_code`` (the transformed and resume functions' bytecode),
+``internal`` (the traceback of a bytegraph bug met while compiling, after
+which the function ran as plain Python).
 
 ``BYTEGRAPH_LOGS="graph_breaks,+guards"`` enables ``graph_breaks`` at INFO and
 ``guards`` at DEBUG; ``bytegraph.set_logs("graph_breaks,+guards")`` or
@@ -19,7 +21,9 @@ from __future__ import annotations
 import logging
 import os
 
-ARTIFACTS = ("bytecode", "graph_code", "guards", "graph_breaks", "recompiles", "output_code")
+ARTIFACTS = (
+    "bytecode", "graph_code", "guards", "graph_breaks", "recompiles", "output_code", "internal",
+)
 _ROOT = logging.getLogger("bytegraph")
 _handler: logging.Handler | None = None
 

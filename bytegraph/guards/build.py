@@ -296,6 +296,9 @@ def _maker(
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<bytegraph guard for {code.co_name}>", "exec"), namespace)
         guard = namespace["___make"](fn.__globals__, f_builtins, *constants, *cells.values())
+        # A call the signature rejects raises here first, and CPython's TypeError names
+        # the function by its __qualname__: it must read as the user's function.
+        guard.__qualname__ = fn.__qualname__
         guard.__defaults__ = fn.__defaults__
         guard.__kwdefaults__ = fn.__kwdefaults__
         return guard

@@ -44,13 +44,12 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[st
 
 def convert_frame(
     ctx: FrameContext,
-    args: tuple,
-    kwargs: dict,
+    frame_values: dict[str, Any],
     backend: Backend,
     fullgraph: bool,
 ) -> CacheEntry:
+    """A cache entry for a call of ``ctx.fn`` whose arguments bound to ``frame_values``."""
     fn = ctx.fn
-    frame_values = bind_arguments(fn, args, kwargs)
     tx = _translator(fn, frame_values)
     try:
         _run(tx)
