@@ -1,0 +1,222 @@
+"""Run one program eagerly and compiled, and say whether and how they differ.
+
+The recipe (DESIGN.md, "Correctness rule", made exhaustive):
+
+1. exec the program's source twice, into two fresh module namespaces, so
+   globals, classes and objects of the two runs never meet;
+2. call ``f`` three times on each side, each call on inputs built by the
+   program's own ``inputs_<call>()`` (the same seed on both sides): the first
+   call traces, the second has equal metadata and should hit the cache, the
+   third changes values, shapes and ints;
+3. after each call compare what a user could observe: the exception raised
+   (type and message), printed output, grad mode, the return value, every
+   argument after the call (objects through their ``__dict__``), the mutated
+   module globals, and which of all these are (or share storage with) which.
+
+The first difference ends the run with an ``Outcome`` whose ``category`` is
+``internal:<type>`` (bytegraph's own machinery raised, or warned of an
+internal error) or ``wrong:<what>`` (a wrong result, of kind ``what``).
+Values are compared with ``assert_same_value`` and ``assert_same_aliasing``
+from ``tests/conftest.py``, after ``normalize`` turns objects of the two
+namespaces' classes into comparable dicts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import linecache
+import os
+import sys
+import traceback
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import bytegraph
+from bytegraph.graph.backends import BACKENDS
+from tests.conftest import assert_same_aliasing, assert_same_value
+from tests.fuzz.tree import STATE_GLOBALS, Program
+
+BYTEGRAPH_DIR = os.path.dirname(bytegraph.__file__) + os.sep
+CALLS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How one program ran: ``category`` None when eager and compiled agree."""
+
+    category: str | None
+    detail: str = ""
+    graphs: int = 0
+    eager_errors: int = 0
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class Observed:
+    """Everything a user could see after one call."""
+
+    error: BaseException | None
+    stdout: str
+    grad_enabled: bool
+    world: tuple[Any, Any, Any]  # normalized (args, mutated globals, result)
+    warnings: list[str]
+
+
+class GraphCounter:
+    """The "eager" backend, counting the graphs it is handed."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.graphs += 1
+        return BACKENDS["eager"](gm, example_inputs)
+
+
+def load(source: str, filename: str, name: str) -> dict[str, Any]:
+    """A fresh module ``name`` with ``source`` executed in it (dataclasses look it up)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102  (the program under test)
+    return module.__dict__
+
+
+def normalize(value: Any, memo: dict[int, Any]) -> Any:
+    """``value`` with user objects as dicts and classes as names; identity kept through ``memo``."""
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, list):
+        copy: Any = []
+        memo[id(value)] = copy
+        copy.extend(normalize(v, memo) for v in value)
+        return copy
+    if isinstance(value, dict):
+        copy = {}
+        memo[id(value)] = copy
+        copy.update((k, normalize(v, memo)) for k, v in value.items())
+        return copy
+    if type(value) is tuple:
+        return tuple(normalize(v, memo) for v in value)
+    if isinstance(value, BaseException):
+        return ("exception", type(value).__name__, str(value))
+    if isinstance(value, (type, types.FunctionType, types.MethodType)):
+        return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')}>"
+    if hasattr(value, "__dict__") and not isinstance(value, types.ModuleType):
+        copy = {"__class__": type(value).__qualname__}
+        memo[id(value)] = copy
+        copy.update((k, normalize(v, memo)) for k, v in vars(value).items())
+        return copy
+    return value
+
+
+def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Observed:
+    args = namespace[f"inputs_{call}"]()
+    torch.manual_seed(call)
+    stdout = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+        warnings.simplefilter("always")
+        try:
+            result, error = fn(*args), None
+        except Exception as exc:  # noqa: BLE001  (the program's own exceptions are observations)
+            result, error = None, exc
+    grad_enabled = torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    state = {name: namespace[name] for name in STATE_GLOBALS}
+    world = normalize((args, state, result), {})
+    return Observed(error, stdout.getvalue(), grad_enabled, world, [str(w.message) for w in caught])
+
+
+def is_internal(error: BaseException, filename: str) -> bool:
+    """Raised by bytegraph itself: its own error type, or the innermost frame that is ours."""
+    if isinstance(error, bytegraph.BytegraphError):
+        return True
+    owners = [
+        frame.filename for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename.startswith(BYTEGRAPH_DIR) or frame.filename == filename
+    ]
+    return bool(owners) and owners[-1].startswith(BYTEGRAPH_DIR)
+
+
+def describe(error: BaseException | None) -> tuple[str, str] | None:
+    return None if error is None else (type(error).__name__, str(error))
+
+
+def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, str] | None:
+    """The first difference between the two runs of one call, as (category, detail)."""
+    internal = [w for w in compiled.warnings if "internal" in w.lower()]
+    if internal:
+        return "internal:warning", internal[0]
+    same_error = describe(eager.error) == describe(compiled.error)
+    if compiled.error is not None and not same_error and is_internal(compiled.error, filename):
+        trace = "".join(traceback.format_exception(compiled.error)[-6:])
+        return f"internal:{type(compiled.error).__name__}", trace
+    if not same_error:
+        detail = f"eager {describe(eager.error)}, compiled {describe(compiled.error)}"
+        return "wrong:exception", detail
+    if eager.stdout != compiled.stdout:
+        return "wrong:stdout", f"eager {eager.stdout!r}, compiled {compiled.stdout!r}"
+    if eager.grad_enabled != compiled.grad_enabled:
+        return "wrong:grad_mode", f"grad mode after the call: compiled {compiled.grad_enabled}"
+    return compare_world(eager.world, compiled.world)
+
+
+def compare_world(eager: tuple, compiled: tuple) -> tuple[str, str] | None:
+    for what, index in (("result", 2), ("args", 0), ("globals", 1)):
+        try:
+            assert_same_value(compiled[index], eager[index], what)
+        except Exception as exc:  # noqa: BLE001  (a comparison that cannot even run differs too)
+            return f"wrong:{what}", f"{type(exc).__name__}: {exc}"
+    try:
+        assert_same_aliasing(compiled, eager)
+    except AssertionError as exc:
+        return "wrong:aliasing", str(exc)
+    return None
+
+
+def configure() -> None:
+    """Internal errors raise instead of falling back, where bytegraph offers the switch."""
+    if hasattr(bytegraph.config, "strict"):
+        bytegraph.config.strict = True
+
+
+def run_source(source: str, filename: str) -> Outcome:
+    """Compare eager and compiled runs of ``source``'s ``f`` over its three calls."""
+    configure()
+    bytegraph.reset()
+    eager_ns = load(source, filename, "fuzz_eager")
+    compiled_ns = load(source, filename, "fuzz_compiled")
+    counter = GraphCounter()
+    compiled_fn = bytegraph.compile(compiled_ns["f"], backend=counter)
+    eager_errors = 0
+    try:
+        for call in range(1, CALLS + 1):
+            eager = observe(eager_ns, eager_ns["f"], call)
+            compiled = observe(compiled_ns, compiled_fn, call)
+            eager_errors += eager.error is not None
+            difference = compare(eager, compiled, filename)
+            if difference is not None:
+                category, detail = difference
+                return Outcome(category, f"call {call}: {detail}", counter.graphs, eager_errors)
+    finally:
+        bytegraph.reset()
+    return Outcome(None, "", counter.graphs, eager_errors)
+
+
+def run_program(program: Program) -> Outcome:
+    """``run_source`` on a generated program; a harness failure is its own category."""
+    filename = f"fuzz_{program.seed}_{program.index}.py"
+    try:
+        return run_source(program.source(), filename)
+    except Exception as exc:  # noqa: BLE001  (reported, never hidden)
+        trace = "".join(traceback.format_exception(exc)[-4:])
+        return Outcome(f"harness:{type(exc).__name__}", trace)

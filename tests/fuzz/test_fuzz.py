@@ -1,0 +1,90 @@
+"""The fuzzer in CI: a bounded, fixed-seed campaign that must find nothing, plus its own checks.
+
+``test_fuzz_campaign`` runs ``CI_PROGRAMS`` programs of seed ``CI_SEED`` in
+two worker processes with a hard timeout each (about 25 s on the 2-core
+development machine) and asserts no wrong result, internal error, timeout or
+crash; on failure its message is the report with shrunk reproducers. The
+other tests check the fuzzer itself, in process: generation is a pure
+function of (seed, index), rendered programs compile, the runner sees a
+planted difference, and the shrinker keeps the failure while cutting.
+"""
+
+from __future__ import annotations
+
+import bytegraph
+from tests.fuzz.campaign import run_campaign
+from tests.fuzz.grammar import generate
+from tests.fuzz.runner import Observed, Outcome, compare, run_source
+from tests.fuzz.shrink import shrink
+from tests.fuzz.tree import PRELUDE, Program, count_nodes
+
+CI_SEED = 0
+CI_PROGRAMS = 250
+CI_TIMEOUT = 15.0
+
+
+def test_fuzz_campaign() -> None:
+    report = run_campaign(
+        CI_SEED, CI_PROGRAMS, jobs=2, timeout=CI_TIMEOUT, shrink_per_category=1, shrink_budget=80
+    )
+    assert len(report.outcomes) == CI_PROGRAMS
+    assert not report.failures, report.render()
+
+
+def test_generation_is_deterministic() -> None:
+    for index in range(20):
+        assert generate(7, index).source() == generate(7, index).source()
+    assert generate(7, 0).source() != generate(7, 1).source()
+
+
+def test_generated_programs_compile() -> None:
+    for index in range(200):
+        compile(generate(3, index).source(), f"fuzz_3_{index}.py", "exec")
+
+
+INPUTS = '''
+def inputs_1():
+    return torch.ones(2), None, None, 0, [], {}, Obj(0, None)
+
+inputs_2 = inputs_3 = inputs_1
+'''
+
+
+def test_runner_agrees_on_a_correct_program() -> None:
+    source = PRELUDE + INPUTS + '''
+def f(x, y, w, n, lst, dct, obj):
+    global G
+    G += 1
+    obj.a += 1
+    lst.append(len(lst))
+    print("x")
+    return x + G, lst
+'''
+    outcome = run_source(source, "agree.py")
+    assert outcome.category is None and outcome.graphs >= 1, outcome
+
+
+def test_compare_names_what_differs() -> None:
+    world = ((), {}, 1)
+    eager = Observed(None, "a\n", True, world, [])
+    assert compare(eager, Observed(None, "b\n", True, world, []), "p.py")[0] == "wrong:stdout"
+    assert compare(eager, Observed(None, "a\n", True, ((), {}, 2), []), "p.py")[0] == (
+        "wrong:result"
+    )
+    internal = Observed(bytegraph.InternalError("bug"), "a\n", True, world, [])
+    assert compare(eager, internal, "p.py")[0] == "internal:InternalError"
+    warned = Observed(None, "a\n", True, world, ["bytegraph: internal error in f"])
+    assert compare(eager, warned, "p.py")[0] == "internal:warning"
+
+
+def test_shrinker_keeps_the_failure_and_cuts() -> None:
+    program = generate(0, 5)
+
+    def evaluate(batch: list[Program]) -> list[Outcome]:
+        return [Outcome("wrong:result" if "global G" in p.source() else None) for p in batch]
+
+    smaller, runs = shrink(program, "wrong:result", evaluate, jobs=2, budget=2000)
+    assert "global G" in smaller.source()
+    assert count_nodes(smaller) < count_nodes(program)
+    assert runs <= 2000
+    assert len(smaller.module) == 1 and not smaller.module[0].clauses[0].body
