@@ -17,7 +17,7 @@ from collections.abc import Callable
 from tests.fuzz.grammar import generate
 from tests.fuzz.pool import WorkerPool
 from tests.fuzz.runner import Outcome
-from tests.fuzz.shrink import reproducer, shrink
+from tests.fuzz.shrink import Shrunk, reproducer, shrink
 from tests.fuzz.tree import Program, count_nodes
 
 CHUNK = 100
@@ -29,17 +29,19 @@ class Failure:
 
     program: Program
     outcome: Outcome
-    shrunk: Program | None = None
-    shrink_runs: int = 0
+    shrunk: Shrunk | None = None
 
     def render(self) -> str:
         head = f"[{self.outcome.category}] seed={self.program.seed} index={self.program.index}"
         if self.shrunk is None:
             return f"{head} (not shrunk)\n  {self.outcome.detail.splitlines()[0][:300]}"
-        sizes = f"{count_nodes(self.program)} -> {count_nodes(self.shrunk)} nodes"
-        return f"{head} shrunk {sizes} in {self.shrink_runs} runs\n" + reproducer(
-            self.shrunk, self.outcome
-        ) + "# full detail:\n# " + self.outcome.detail.replace("\n", "\n# ") + "\n"
+        program, outcome = self.shrunk.program, self.shrunk.outcome
+        sizes = f"{count_nodes(self.program)} -> {count_nodes(program)} nodes"
+        return (
+            f"{head} shrunk {sizes} in {self.shrunk.runs} runs\n"
+            + reproducer(program, outcome)
+            + "# full detail:\n# " + outcome.detail.replace("\n", "\n# ") + "\n"
+        )
 
 
 @dataclasses.dataclass
@@ -120,8 +122,8 @@ def shrink_failures(
             continue
         shrunk[category] += 1
         runs_allowed = budget if category != "timeout" else max(4, budget // 20)
-        failure.shrunk, failure.shrink_runs = shrink(
-            failure.program, category, pool.map, len(pool.workers), runs_allowed
+        failure.shrunk = shrink(
+            failure.program, failure.outcome, pool.map, len(pool.workers), runs_allowed
         )
         if progress:
-            progress(f"shrunk {category} index {failure.program.index}: {failure.shrink_runs} runs")
+            progress(f"shrunk {category} index {failure.program.index}: {failure.shrunk.runs} runs")

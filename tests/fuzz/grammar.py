@@ -69,6 +69,8 @@ INT_MAIN: list[Production] = [
     (1, "sum([v * 2 for v in lst])", ""), (1, "sum(v for v in lst if v > 1)", ""),
     (1, "len({{v % 3 for v in lst}})", ""), (1, "(sorted(lst)[0] if lst else 0)", ""),
     (1, "(lst[-1] if lst else {0})", "I"), (1, "obj.bump()", ""), (1, "len(acc)", ""),
+    (1, "len([v for v in dct.values() if isinstance(v, int)])", ""),
+    (1, "sum(1 for key in dct.keys() if key in 'abc')", ""), (1, "len(tuple(lst) + (n,))", ""),
 ]
 FLOAT: list[Production] = [
     (2, "float({0})", "I"), (1, "({0} * {1})", "FF"), (1, "({0} / max({1}, 1))", "II"),
@@ -174,7 +176,7 @@ class Generator:
 
     def statement_makers(self, scope: Scope) -> list[tuple[int, Callable[[Scope], Stmt]]]:
         makers: list[tuple[int, Callable[[Scope], Stmt]]] = [
-            (14, self.tensor_assign), (3, self.int_assign), (4, self.inplace),
+            (14, self.tensor_assign), (3, self.int_assign), (4, self.inplace), (1, self.unpack),
             (2, self.python_break),
         ]
         if scope.main:
@@ -203,6 +205,12 @@ class Generator:
         name = self.fresh("t")
         stmt = self.simple(scope, name + " = {0}", "T")
         scope.names["T"].append(name)
+        return stmt
+
+    def unpack(self, scope: Scope) -> Stmt:
+        first, second = self.fresh("t"), self.fresh("t")
+        stmt = self.simple(scope, f"{first}, {second} = {{0}}, {{1}}", "TT")
+        scope.names["T"] += [first, second]
         return stmt
 
     def int_assign(self, scope: Scope) -> Stmt:
@@ -235,6 +243,7 @@ class Generator:
             ("lst.append({0})", "I"), ("lst.extend([{0}, {1}])", "II"), ("lst.insert(0, {0})", "I"),
             ("if lst:\n    lst.pop()", ""), ("lst.sort()", ""), ("lst.reverse()", ""),
             ("if lst:\n    lst[0] = {0}", "I"), ("lst += [{0}]", "I"), ("acc.append(len(lst))", ""),
+            ("if lst:\n    del lst[0]", ""), ("acc.append(tuple(lst))", ""),
         ])
         return self.simple(scope, text, kinds)
 
@@ -311,7 +320,9 @@ class Generator:
         var = self.fresh("w")
         bound = self.rng.randint(1, 4)
         body = self.nested(scope, in_loop=True)
-        loop = Clause(f"while {var} < {bound}:", [], body, [f"{var} += 1"])
+        condition = [self.expr("B", scope)] if self.rng.random() < 0.3 else []
+        header = f"while {var} < {bound}" + (" and {0}:" if condition else ":")
+        loop = Clause(header, condition, body, [f"{var} += 1"])
         return Stmt(f"{var} = 0", [], [loop])
 
     def with_stmt(self, scope: Scope) -> Stmt:

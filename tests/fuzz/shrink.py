@@ -20,6 +20,7 @@ Greedy delta debugging over the program tree, deterministic:
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -150,24 +151,34 @@ def batches(items: Iterator[Program], size: int, tried: set[str]) -> Iterator[li
         yield batch
 
 
+@dataclasses.dataclass
+class Shrunk:
+    """The smallest failing program found, how it failed, and the runs it took."""
+
+    program: Program
+    outcome: Outcome
+    runs: int
+
+
 def shrink(
-    program: Program, category: str, evaluate: Evaluate, jobs: int = 1, budget: int = 400
-) -> tuple[Program, int]:
-    """The smallest program found that still fails with ``category``, and the runs it took."""
-    current, runs, tried = program, 0, {program.source()}
+    program: Program, outcome: Outcome, evaluate: Evaluate, jobs: int = 1, budget: int = 400
+) -> Shrunk:
+    """Cut ``program`` while it still fails with ``outcome.category``."""
+    best, runs, tried = Shrunk(program, outcome, 0), 0, {program.source()}
     improved = True
     while improved and runs < budget:
         improved = False
-        for batch in batches(candidates(current), jobs, tried):
+        for batch in batches(candidates(best.program), jobs, tried):
             outcomes = evaluate(batch)
             runs += len(batch)
-            hit = next((c for c, o in zip(batch, outcomes) if o.category == category), None)
-            if hit is not None:
-                current, improved = hit, True
+            hits = [(c, o) for c, o in zip(batch, outcomes) if o.category == outcome.category]
+            if hits:
+                best, improved = Shrunk(*hits[0], runs), True
                 break
             if runs >= budget:
                 break
-    return current, runs
+    best.runs = runs
+    return best
 
 
 def reproducer(program: Program, outcome: Outcome) -> str:
