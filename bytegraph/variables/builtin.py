@@ -128,10 +128,8 @@ class BuiltinVariable(VariableTracker):
 
         if not isinstance(self.fn, type) or not hasattr(self.fn, name):
             raise Unsupported("unsupported_value", f"attribute {name!r} of {_name(self.fn)}")
-        if name == "fromkeys" and issubclass(self.fn, dict):
-            from bytegraph.variables.functions import PartialVariable
-
-            return PartialVariable(BuiltinVariable(_fromkeys), (self,), {})
+        if name == "fromkeys" and self.fn in _FROMKEYS_CLASSES:
+            return BuiltinVariable(self.fn.fromkeys)  # the real classmethod, bound to the class
         return wrap_constant_result(getattr(self.fn, name))
 
     def call_function(
@@ -507,21 +505,25 @@ def _not(tx, args, kwargs) -> VariableTracker:
     return ConstantVariable(not args[0].truth(tx))
 
 
-def _fromkeys(cls: Any, keys: Any, value: Any = None) -> Any:
-    """Marker: ``dict.fromkeys`` (``_handle_fromkeys`` does the work)."""
-    raise AssertionError("never called")
+_FROMKEYS_CLASSES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
-def _handle_fromkeys(tx, args, kwargs) -> VariableTracker:
-    from bytegraph.variables.containers import NEW_VALUE
-    from bytegraph.variables.dicts import DictVariable
+def _fromkeys_of(cls: type) -> Handler:
+    """``cls.fromkeys(keys, value=None)``: a new mapping, every key to the same value.
 
-    cls, keys = args[0].as_python_constant(), args[1]
-    value = args[2] if len(args) > 2 else ConstantVariable(None)
-    if cls is collections.defaultdict or kwargs or len(args) > 3:
-        raise Unsupported("unsupported_call", "fromkeys with these arguments")
-    items = {k.as_python_constant(): value for k in keys.unpack_sequence(tx)}
-    return DictVariable(items, cls, mutation_type=NEW_VALUE)
+    Keys that are not trace-time constants are unsupported: the real classmethod
+    then runs (it is what ``cls.fromkeys`` stands for, across a graph break too).
+    """
+
+    def handler(tx, args, kwargs) -> VariableTracker:
+        from bytegraph.variables.containers import NEW_VALUE, python_constant
+        from bytegraph.variables.dicts import DictVariable, dict_key
+
+        value = args[1] if len(args) > 1 else kwargs.get("value", ConstantVariable(None))
+        keys = [dict_key(python_constant(tx, k)) for k in args[0].unpack_sequence(tx)]
+        return DictVariable(dict.fromkeys(keys, value), cls, mutation_type=NEW_VALUE)
+
+    return handler
 
 
 # The handlers of builtin functions live beside; they call back into this module.
@@ -548,7 +550,7 @@ _HANDLERS: dict[Any, Handler] = {
     operator.truth: _truth,
     operator.not_: _not,
     builtins.bool: _truth,
-    _fromkeys: _handle_fromkeys,
+    **{cls.fromkeys: _fromkeys_of(cls) for cls in _FROMKEYS_CLASSES},
     **{fn: _set_or_dict_operator(fn) for fn in (
         operator.or_, operator.and_, operator.sub, operator.xor,
         operator.ior, operator.iand, operator.isub, operator.ixor)},

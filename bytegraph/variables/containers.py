@@ -27,6 +27,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.method_arguments import check_method_arguments
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -167,6 +168,7 @@ class BaseSequenceVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        check_method_arguments(self.python_type(), name, args, kwargs)
         items = self.items_now(tx)
         if name == "index" and 1 <= len(args) <= 3 and not kwargs:
             bounds = [_index(a) for a in args[1:]]  # index(value, start=0, stop=len)
@@ -312,6 +314,10 @@ class ListVariable(BaseSequenceVariable):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        check_method_arguments(list, name, args, kwargs)
+        if name in ("extend", "__iadd__") and _extends_lazily(args[0]):
+            self._extend_lazily(tx, args[0])
+            return ConstantVariable(None)
         mutate = _LIST_MUTATIONS.get(name)
         if mutate is None:
             if name == "copy" and not args:
@@ -321,6 +327,19 @@ class ListVariable(BaseSequenceVariable):
         result = mutate(tx, items, *args, **kwargs)
         store_contents(tx, self, tuple(items))
         return ConstantVariable(None) if result is None else result
+
+    def _extend_lazily(self, tx: InstructionTranslatorBase, iterable: VariableTracker) -> None:
+        """``list.extend(iterator)``: CPython appends each item as it is produced, so the
+        iterator (a generator reading this list, say) sees the items appended so far."""
+        from bytegraph.variables.iterators import iterate
+
+        iterator = iterate(tx, iterable)
+        for _ in range(_MAX_LAZY_EXTEND):
+            item = iterator.next_item(tx)
+            if item is None:
+                return
+            store_contents(tx, self, (*self.items_now(tx), item))
+        raise Unsupported("unsupported_value", f"extending a list by over {_MAX_LAZY_EXTEND} items")
 
     def replay_contents(self, codegen: PyCodegen, items: tuple[VariableTracker, ...]) -> None:
         """``source[:] = [items]``"""
@@ -333,6 +352,18 @@ class ListVariable(BaseSequenceVariable):
         for item in items:
             codegen(item)
         codegen.append(bc.Instr("BUILD_LIST", len(items)))
+
+
+# An iterator over the list it extends never ends (MemoryError in eager): give up.
+_MAX_LAZY_EXTEND = 10_000
+
+
+def _extends_lazily(iterable: VariableTracker) -> bool:
+    """CPython's ``list.extend`` snapshots a list, a tuple or the list itself, and
+    iterates anything else item by item (only an iterator can observe the difference)."""
+    from bytegraph.variables.iterators import IteratorVariable
+
+    return isinstance(iterable, IteratorVariable)
 
 
 def _list_pop(tx, items: list, index: VariableTracker | None = None) -> VariableTracker:

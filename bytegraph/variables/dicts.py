@@ -26,6 +26,7 @@ from bytegraph.variables.containers import (
     python_constant,
     store_contents,
 )
+from bytegraph.variables.method_arguments import check_method_arguments
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -91,6 +92,11 @@ class DictVariable(VariableTracker):
         items = self.items_now(tx)
         if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
             return self._missing(tx, args[0])
+        if name == "fromkeys":  # a classmethod, read through an instance
+            from bytegraph.variables.builtin import BuiltinVariable
+
+            return BuiltinVariable(self.dict_type.fromkeys).call_function(tx, args, kwargs)
+        check_method_arguments(self.dict_type, name, args, kwargs)
         read = _DICT_READS.get(name)
         if read is not None:
             return read(tx, self, items, *args, **kwargs)
@@ -144,7 +150,11 @@ class DictVariable(VariableTracker):
 
 
 def _key(vt: VariableTracker) -> Any:
-    key = vt.as_python_constant()
+    return dict_key(vt.as_python_constant())
+
+
+def dict_key(key: Any) -> Any:
+    """``key`` if it can key a dict at trace time (hashable), else Unsupported."""
     try:
         hash(key)
     except TypeError:

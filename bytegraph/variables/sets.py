@@ -37,6 +37,7 @@ from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import GetItemSource, Source
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.method_arguments import check_method_arguments
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -254,6 +255,7 @@ class SetVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        check_method_arguments(self.python_type(), name, args, kwargs)
         if kwargs:
             raise Unsupported("unsupported_call", f"set.{name} with keyword arguments")
         method = _SET_METHODS.get(name)

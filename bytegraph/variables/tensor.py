@@ -164,6 +164,8 @@ def tensor_op(
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
     devices: list[torch.device] = []
+    if _reads_size_as_shape(kind, target):
+        args = [_SizeArgument(a) if _is_size(a) else a for a in args]
     graph_args, meta_args = _lower(tx, tuple(args), devices)
     graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
     example = metadata.run(kind, target, meta_args, meta_kwargs)
@@ -173,6 +175,34 @@ def tensor_op(
     example = _copy_if_moved(example, args, device)
     node = tx.output.create_node(kind, target, graph_args, graph_kwargs)
     return _wrap_result(tx, node, example, device, args)
+
+
+# Legacy constructors read a torch.Size as a shape and any other sequence as data
+# (``x.new(x.shape)`` vs ``x.new((2, 3))``); fx turns a Size argument into a plain tuple.
+_LEGACY_CONSTRUCTORS = frozenset({
+    torch.Tensor, torch.FloatTensor, torch.DoubleTensor, torch.HalfTensor, torch.BFloat16Tensor,
+    torch.LongTensor, torch.IntTensor, torch.ShortTensor, torch.CharTensor, torch.ByteTensor,
+    torch.BoolTensor,
+})
+
+
+def _reads_size_as_shape(kind: str, target: Any) -> bool:
+    if kind == "call_method":
+        return target == "new"
+    return kind == "call_function" and target in _LEGACY_CONSTRUCTORS
+
+
+def _is_size(vt: VariableTracker) -> bool:
+    from bytegraph.variables.containers import SizeVariable
+
+    return isinstance(vt, SizeVariable)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SizeArgument:
+    """A torch.Size argument that must stay one: a ``torch.Size(...)`` node in the graph."""
+
+    size: VariableTracker
 
 
 def _copy_if_moved(example: Any, args: list[VariableTracker], device: torch.device) -> Any:
@@ -202,6 +232,9 @@ def _lower(
         if not is_constant_value(constant):
             raise Unsupported("unsupported_value", f"{value} as an argument of a tensor op")
         return constant, constant
+    if isinstance(value, _SizeArgument):
+        graph, meta = _lower(tx, tuple(value.size.items), devices)
+        return tx.output.create_node("call_function", torch.Size, (graph,), {}), torch.Size(meta)
     if isinstance(value, tuple):
         pairs = [_lower(tx, v, devices) for v in value]
         return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
