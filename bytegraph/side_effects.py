@@ -163,6 +163,11 @@ class SideEffects:
     def delete_attr(self, vt: VariableTracker, name: str) -> None:
         self.store_attr(vt, name, DELETED)
 
+    def forget_attr(self, vt: VariableTracker, name: str) -> None:
+        """Drop the pending store of ``vt.name``: the real object is left as it was."""
+        self.check_allowed_side_effect(vt)
+        self._attrs.get(_Key(vt), {}).pop(name, None)
+
     def pending_attrs(self, vt: VariableTracker) -> dict[str, Any]:
         return self._attrs.get(_Key(vt), {})
 

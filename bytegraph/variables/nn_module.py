@@ -141,7 +141,7 @@ class NNModuleVariable(UserDefinedObjectVariable):
             raise Unsupported("side_effect", f"deleting {name!r} of a module")
         if self.instance_attr(tx, name) is None:
             raise MissingAttribute(f"a {self.cls.__qualname__} module", name)
-        tx.output.side_effects.delete_attr(self, name)
+        self.delete_instance_attr(tx, name)
 
     # -- calls ----------------------------------------------------------------
     def call_function(self, tx: Tx, args, kwargs) -> Any:

@@ -508,7 +508,29 @@ class UserDefinedObjectVariable(VariableTracker):
             )
         if self.instance_attr(tx, name) is None:
             raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
-        tx.output.side_effects.delete_attr(self, name)
+        self.delete_instance_attr(tx, name)
+
+    def delete_instance_attr(self, tx: Tx, name: str) -> None:
+        """Record ``del obj.name`` of an attribute the object has now.
+
+        One the trace itself stored on an object that did not have it before
+        leaves nothing to replay (a DELETE_ATTR would raise AttributeError on
+        the real object, which never got the store).
+        """
+        side_effects = tx.output.side_effects
+        pending = side_effects.load_attr(self, name)
+        if pending is not None and pending is not DELETED and not self.had_attr(tx, name):
+            side_effects.forget_attr(self, name)
+        else:
+            side_effects.delete_attr(self, name)
+
+    def had_attr(self, tx: Tx, name: str) -> bool:
+        """Whether the real object had ``name`` in its ``__dict__`` before the trace (guarded)."""
+        instance_dict = None if self.is_new else _instance_dict(self.value)
+        if instance_dict is None:
+            return False
+        self.guard_instance_keys(tx)
+        return name in instance_dict
 
     # -- protocols ------------------------------------------------------------
     def call_special(self, tx: Tx, name: str, args: list[VariableTracker]) -> VariableTracker:
