@@ -187,7 +187,18 @@ def reproducer(program: Program, outcome: Outcome) -> str:
         f"# bytegraph fuzz seed={program.seed} index={program.index}: {outcome.category}\n"
         f"# {outcome.detail.splitlines()[0] if outcome.detail else ''}\n"
         + program.source()
-        + "\n\n# driver: eager vs compiled, each in its own namespace in the fuzzer\n"
-        "# compiled = bytegraph.compile(f, backend='eager')\n"
-        "# for call in (inputs_1, inputs_2, inputs_3): f(*call()) vs compiled(*call())\n"
+        + DRIVER
     )
+
+
+DRIVER = '''
+
+if __name__ == "__main__":  # from the repo root: python this_file.py
+    import sys
+
+    sys.path.insert(0, ".")
+    from tests.fuzz.runner import run_source
+
+    print(run_source(open(__file__).read(), __file__))
+'''
+"""Runs the reproducer through the fuzzer's runner: eager vs compiled, three calls each."""

@@ -118,7 +118,7 @@ class Program:
         return render_program(self)
 
 
-PRELUDE = '''\
+IMPORTS = '''\
 import dataclasses
 
 import torch
@@ -128,8 +128,9 @@ import bytegraph
 G = 0
 GL = []
 GD = {}
+'''
 
-
+OBJ = '''
 class Obj:
     def __init__(self, a, t):
         self.a = a
@@ -141,8 +142,9 @@ class Obj:
     def bump(self):
         self.a += 1
         return self.a
+'''
 
-
+PAIR = '''
 @dataclasses.dataclass
 class Pair:
     a: int
@@ -150,8 +152,9 @@ class Pair:
 
     def total(self):
         return self.t.sum() * self.a
+'''
 
-
+CTX = '''
 class Ctx:
     def __init__(self, log):
         self.log = log
@@ -163,8 +166,9 @@ class Ctx:
     def __exit__(self, *exc):
         self.log.append(2)
         return False
+'''
 
-
+SUPPRESS = '''
 class Suppress:
     def __enter__(self):
         return self
@@ -173,16 +177,24 @@ class Suppress:
         return kind is not None and issubclass(kind, ArithmeticError)
 '''
 
+PRELUDE = IMPORTS + OBJ + PAIR + CTX + SUPPRESS
+"""Every class a program may use; ``render_program`` keeps only those it names."""
+
+OPTIONAL_CLASSES = {"Pair": PAIR, "Ctx": CTX, "Suppress": SUPPRESS}
+
 STATE_GLOBALS = ("G", "GL", "GD")
 """The module globals programs mutate, compared after every call."""
 
 
 def render_program(program: Program) -> str:
-    lines = [PRELUDE]
+    lines = []
     for stmt in program.module:
         lines.append("")
         lines.extend(stmt.render(0))
         lines.append("")
+    body = "\n".join(lines)
+    used = [text for name, text in OPTIONAL_CLASSES.items() if name in body]
+    lines = [IMPORTS, OBJ, *used, body]
     for call, inputs in enumerate(program.calls, 1):
         lines.append("")
         lines.extend(inputs.render(call))
