@@ -15,7 +15,8 @@ graph break it was.
 
 Builtin exception classes can be instantiated in the trace
 (``ExceptionClassVariable``) so that ``raise IndexError("...")`` reaches its
-RAISE_VARARGS; raising itself stays unsupported.
+RAISE_VARARGS; raising itself stays unsupported. The objects they make are
+``ExceptionInstanceVariable`` (exceptions.py).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph import config
 from bytegraph.exc import Unsupported
-from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.exceptions import ExceptionInstanceVariable
 from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
-    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 _CO_GENERATOR_OR_ASYNC = 0x20 | 0x80 | 0x200
@@ -137,28 +138,5 @@ class ExceptionClassVariable(ClassVariable):
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if kwargs:
             raise Unsupported("unsupported_call", f"{self.value.__name__}() with keywords")
-        return ExceptionInstanceVariable(self.value, tuple(args))
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class ExceptionInstanceVariable(VariableTracker):
-    """``ExcType(*args)`` made in the trace (only ever raised, or rebuilt)."""
-
-    exc_type: type[BaseException]
-    args: tuple[VariableTracker, ...]
-
-    def python_type(self) -> type:
-        return self.exc_type
-
-    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
-        from bytegraph.variables.containers import TupleVariable
-
-        if name == "args":
-            return TupleVariable(self.args)
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.exc_type.__name__}")
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.call_const(self.exc_type, list(self.args))
-
-    def __repr__(self) -> str:
-        return f"ExceptionInstanceVariable({self.exc_type.__name__})"
+        mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
+        return ExceptionInstanceVariable(self.value, tuple(args), mutation_type=mutation)
