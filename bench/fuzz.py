@@ -2,6 +2,7 @@
 
     python -m bench.fuzz --n 1000 --seed 1 --jobs 2 --timeout 20
     python -m bench.fuzz --seed 1 --index 42 --show      # print one program's source
+    python -m bench.fuzz --seed 1 --index 42             # run (and shrink) just that one
 
 Prints the counts (programs, wrong results, internal errors, timeouts),
 programs per second, and for each failure its category line and, for the
@@ -33,7 +34,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per program")
     parser.add_argument("--shrink-per-category", type=int, default=2)
     parser.add_argument("--shrink-budget", type=int, default=300, help="runs per shrink")
-    parser.add_argument("--index", type=int, help="with --show: the program to print")
+    parser.add_argument("--index", type=int, help="run (or with --show, print) just this program")
     parser.add_argument("--show", action="store_true", help="print the program and exit")
     return parser.parse_args(argv)
 
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.show:
         print(generate(args.seed, args.index if args.index is not None else args.start).source())
         return 0
+    if args.index is not None:
+        args.start, args.n = args.index, 1
     report = run_campaign(
         args.seed, args.n, jobs=args.jobs, timeout=args.timeout, start=args.start,
         shrink_per_category=args.shrink_per_category, shrink_budget=args.shrink_budget,
