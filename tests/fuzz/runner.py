@@ -147,6 +147,18 @@ def is_internal(error: BaseException, filename: str) -> bool:
     return bool(owners) and owners[-1].startswith(BYTEGRAPH_DIR)
 
 
+def explain_internal(error: BaseException) -> str:
+    """The error and its cause in one line each, then the innermost frames of the root cause."""
+    lines, root = [], error
+    while True:
+        lines.append(f"{type(root).__name__}: {str(root).splitlines()[0] if str(root) else ''}")
+        if root.__cause__ is None:
+            break
+        root = root.__cause__
+    frames = traceback.format_tb(root.__traceback__)[-4:]
+    return " <- ".join(lines) + "\n" + "".join(frames)
+
+
 def describe(error: BaseException | None) -> tuple[str, str] | None:
     return None if error is None else (type(error).__name__, str(error))
 
@@ -158,8 +170,7 @@ def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, st
         return "internal:warning", internal[0]
     same_error = describe(eager.error) == describe(compiled.error)
     if compiled.error is not None and not same_error and is_internal(compiled.error, filename):
-        trace = "".join(traceback.format_exception(compiled.error)[-6:])
-        return f"internal:{type(compiled.error).__name__}", trace
+        return f"internal:{type(compiled.error).__name__}", explain_internal(compiled.error)
     if not same_error:
         detail = f"eager {describe(eager.error)}, compiled {describe(compiled.error)}"
         return "wrong:exception", detail
