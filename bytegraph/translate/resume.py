@@ -149,11 +149,8 @@ def _entered_code(
     inserts.append((_abstract_index(base, body, target), [label]))
     for position, items in sorted(inserts, key=lambda p: p[0], reverse=True):
         opened = _open_try(body, position)
-        if opened is not None and items[0] is not label:
-            # The resume function handles its own exceptions: its call is in no range.
-            reopened = bc.TryBegin(opened.target, opened.push_lasti, opened.stack_depth)
-            _retarget_try_end(body, position, opened, reopened)
-            items = [bc.TryEnd(opened), *items, reopened]
+        if opened is not None:
+            position, items = _split_try(body, position, opened, items)
         body[position:position] = items
     prologue: list[Any] = assemble.prologue(base)
     methods = stack_methods or (None,) * len(stack_nulls)
@@ -463,7 +460,9 @@ def emit_break(
                 codegen(plan.methods[i][0])
             else:
                 codegen(vt)
-            targets.append(f"___stack{i}")
+            # Not ``___stack<i>``: a resume function's own arguments have those names, and
+            # the replay below may still load one of them through its source.
+            targets.append(f"___break{i}")
         for name in plan.needed_locals():
             vt = plan.locals[name]
             if vt is not None and not _is_own_slot(vt, name):
@@ -472,7 +471,7 @@ def emit_break(
         codegen.append(*(bc.Instr("STORE_FAST", t) for t in reversed(targets)))
         codegen.side_effects.replay_all(codegen)
         part = _python_part(tx, plan, ctx)
-        args = [f"___stack{i}" for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)]
+        args = [f"___break{i}" for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)]
         args += plan.needed_locals()
         codegen.append(*assemble.push_null())
         codegen.load_const(part)
@@ -543,6 +542,26 @@ def _open_try(body: list[Any], position: int) -> bc.TryBegin | None:
         elif isinstance(item, bc.TryEnd) and item.entry is opened:
             opened = None
     return opened
+
+
+def _split_try(
+    body: list[Any], position: int, opened: bc.TryBegin, items: list[Any]
+) -> tuple[int, list[Any]]:
+    """Where and what to insert at ``position``, inside the range ``opened``.
+
+    A stub is put in no range: the resume function it calls handles its own
+    exceptions. The entry label starts a new copy of the range, so that the
+    flow from the prologue's jump passes a TryBegin: ``bytecode`` sizes a
+    handler's stack from the lowest depth seen since the TryBegin its flow
+    passed, and a flow that never passed one gives it a depth from before
+    the range (a negative size in nested with-blocks, or a stack too small).
+    """
+    start = next(i for i, item in enumerate(body) if item is opened)
+    if all(isinstance(item, bc.SetLineno) for item in body[start + 1 : position]):
+        return start, items  # the range starts right there: insert before its TryBegin
+    reopened = bc.TryBegin(opened.target, opened.push_lasti, opened.stack_depth)
+    _retarget_try_end(body, position, opened, reopened)
+    return position, [bc.TryEnd(opened), *items, reopened]
 
 
 def _retarget_try_end(

@@ -184,7 +184,8 @@ def test_wrong_arguments_raise_as_eager(call):
 def test_right_arguments_still_traced(differential, counting_backend, call):
     namespace: dict[str, Any] = {}
     exec(  # noqa: S102
-        f"def fn(x):\n    l = [1, 2, 3]; d = {{'a': 1}}\n    r = {call}\n    return x + 1, r, l, d\n",
+        "def fn(x):\n    l = [1, 2, 3]; d = {'a': 1}\n"
+        f"    r = {call}\n    return x + 1, r, l, d\n",
         namespace,
     )
     fn = namespace["fn"]
@@ -509,3 +510,31 @@ def test_random_index_of_input_list():
         random.seed(seed)
         compiled(X, compiled_values)
         assert compiled_values == eager_values and random.random() == after_eager
+
+
+def random_loop_after_break(x, values):
+    bytegraph.graph_break()
+    for v in [1, 2, 3]:
+        values[random.randint(0, 2)] = v
+    return x + 1
+
+
+def random_loop_over_input_after_break(x, values):
+    y = x + 1
+    bytegraph.graph_break()
+    for v in values[:]:
+        values[random.randint(0, len(values) - 1)] += v
+    return y
+
+
+@pytest.mark.parametrize("fn", [random_loop_after_break, random_loop_over_input_after_break])
+def test_random_index_in_resumed_loop(fn):
+    compiled = bytegraph.compile(fn, backend="eager")
+    for seed in range(4):
+        eager_values, compiled_values = [1, 2, 3], [1, 2, 3]
+        random.seed(seed)
+        expected = fn(X, eager_values), random.random()
+        random.seed(seed)
+        actual = compiled(X, compiled_values), random.random()
+        assert compiled_values == eager_values and actual[1] == expected[1]
+        torch.testing.assert_close(actual[0], expected[0])
