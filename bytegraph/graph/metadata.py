@@ -24,6 +24,7 @@ must reach its base, e.g. to make the base require grad).
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections.abc import Callable
 from typing import Any
@@ -163,6 +164,7 @@ def _build(specs: Any) -> Any:
 
 
 def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    _refuse_overlapping_write(kind, target, args, kwargs)
     kind, target, args, kwargs = _device_args_to_meta(kind, target, args, kwargs)
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
@@ -179,6 +181,35 @@ def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
         raise Unsupported(
             "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e
+
+
+# In-place ops that may write through a tensor whose elements share memory (an
+# expand: stride 0). Eager refuses most of them ("more than one element of the
+# written-to tensor refers to a single memory location"); meta kernels never check.
+_WRITES_OVERLAP_SAFELY = frozenset({"fill_", "zero_", "requires_grad_"})
+_INPLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.imatmul,
+})
+
+
+def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
+    """Break before a write into an internally overlapping tensor: let eager decide."""
+    written = [kwargs.get("out")]
+    name = target if kind == "call_method" else getattr(target, "__name__", "")
+    in_place = target in _INPLACE_OPERATORS or (
+        isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+    )
+    if in_place and name not in _WRITES_OVERLAP_SAFELY and args:
+        written.append(args[0])
+    for tensor in _leaves(written, []):
+        if isinstance(tensor, torch.Tensor) and torch._debug_has_internal_overlap(tensor) == 1:
+            raise Unsupported(
+                "operator_failed",
+                f"{name} writes into a tensor whose elements share memory (an expanded "
+                "tensor, say), which eager usually refuses",
+            )
 
 
 def _device_args_to_meta(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple:
