@@ -448,8 +448,9 @@ def emit_break(
             # What runs from here on is the user's line: tracebacks and code that
             # inspects its caller (logging's findCaller) see the line that broke.
             codegen.append(bc.SetLineno(plan.inst.lineno))
-        # Rebuild every value first, store afterwards: a store must not change what
-        # a later rebuild reads (``x, y = y, x`` before the break).
+        # Rebuild every value first, replay, store afterwards: a store must not change
+        # what a later rebuild or the replay reads through a source (``x, y = y, x``, or
+        # ``lst.append(1); lst = []`` before the break: the append is the input's).
         targets = []
         for i, vt in enumerate(plan.stack):
             if isinstance(vt, NullVariable):
@@ -468,8 +469,8 @@ def emit_break(
             if vt is not None and not _is_own_slot(vt, name):
                 codegen(vt)
                 targets.append(name)
-        codegen.append(*(bc.Instr("STORE_FAST", t) for t in reversed(targets)))
         codegen.side_effects.replay_all(codegen)
+        codegen.append(*(bc.Instr("STORE_FAST", t) for t in reversed(targets)))
         part = _python_part(tx, plan, ctx)
         args = [f"___break{i}" for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)]
         args += plan.needed_locals()

@@ -652,6 +652,24 @@ def mutation_before_a_break_is_replayed_once(x, items):
     return y * 3
 
 
+# The replay before a break reads inputs through their sources, which must still hold
+# the inputs: the locals the break hands on are stored only after it.
+@add(t_list, graphs=1, fullgraph=False)  # no tensor op before the break
+def input_rebound_after_mutation_before_a_break(x, items):
+    items.append(1)
+    items = [2]
+    bytegraph.graph_break()
+    return x + len(items), items
+
+
+@add(lambda: (torch.randn(3), Box(1)), graphs=2)
+def object_rebound_after_store_before_a_break(x, box):
+    box.value = x + 1
+    box = Box(2)
+    bytegraph.graph_break()
+    return x * box.value, box.value
+
+
 PROGRAMS = corpus.programs
 assert len(PROGRAMS) >= 60
 INPLACE = [
