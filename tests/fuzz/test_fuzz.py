@@ -67,6 +67,19 @@ def f(x, y, w, n, lst, dct, obj):
     assert outcome.category is None and outcome.graphs >= 1, outcome
 
 
+def test_runner_sees_a_planted_difference() -> None:
+    # The caller's frame differs: eager is called by the runner, compiled code by bytegraph.
+    source = PRELUDE + INPUTS + '''
+import sys
+
+def f(x, y, w, n, lst, dct, obj):
+    return x + 1, sys._getframe(1).f_code.co_name
+'''
+    outcome = run_source(source, "planted.py")
+    assert outcome.category == "wrong:result", outcome
+    assert outcome.detail.startswith("call 1: AssertionError: result[1]"), outcome
+
+
 def test_compare_names_what_differs() -> None:
     world = ((), {}, 1)
     eager = Observed(None, "a\n", True, world, [])
