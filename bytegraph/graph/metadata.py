@@ -187,19 +187,21 @@ def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
 # expand: stride 0). Eager refuses most of them ("more than one element of the
 # written-to tensor refers to a single memory location"); meta kernels never check.
 _WRITES_OVERLAP_SAFELY = frozenset({"fill_", "zero_", "requires_grad_"})
-_INPLACE_OPERATORS = frozenset({
-    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
-    operator.ilshift, operator.irshift, operator.imatmul,
-})
+_IN_PLACE_OPERATORS = ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand",
+                       "ior", "ixor", "ilshift", "irshift", "imatmul", "setitem")
+# Functions and dunder methods that write into their first argument (``t[i] = v`` included).
+_WRITES_FIRST_ARGUMENT = frozenset(
+    [getattr(operator, name) for name in _IN_PLACE_OPERATORS]
+    + [f"__{name}__" for name in _IN_PLACE_OPERATORS]
+)
 
 
 def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
     """Break before a write into an internally overlapping tensor: let eager decide."""
     written = [kwargs.get("out")]
     name = target if kind == "call_method" else getattr(target, "__name__", "")
-    in_place = target in _INPLACE_OPERATORS or (
-        isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+    in_place = target in _WRITES_FIRST_ARGUMENT or (
+        isinstance(name, str) and name.endswith("_") and not name.endswith("__")
     )
     if in_place and name not in _WRITES_OVERLAP_SAFELY and args:
         written.append(args[0])

@@ -34,7 +34,7 @@ def clamp_in_place(x, y):
     return x
 
 
-def overlapping_write_caught(x, y):  # seed 0, index 154
+def overlapping_write_caught(x, y, dct):  # seed 0, index 154
     acc = []
     out = x + y
     try:
@@ -44,33 +44,48 @@ def overlapping_write_caught(x, y):  # seed 0, index 154
     return out, acc
 
 
-def overlapping_write_raises(x, y):
+def overlapping_write_raises(x, y, dct):
     z = x.sum(0, keepdim=True).expand(3, 2)
     z.add_(y)
     return z
 
 
-def overlapping_inplace_operator(x, y):
+def overlapping_inplace_operator(x, y, dct):
     z = x[:1].expand(3, 2)
     z += 1
     return z
 
 
-def overlapping_out_argument(x, y):
+def overlapping_out_argument(x, y, dct):
     z = torch.zeros(1, 2).expand(3, 2)
     torch.add(x, y, out=z)
     return z
 
 
+def overlapping_setitem_after_a_store(x, y, dct):  # seed 11, index 277
+    dct["b"] = y
+    t = x.mean(0, keepdim=True).expand_as(x)
+    t[:, 0] = 1
+    return t
+
+
+def overlapping_dunder_setitem(x, y, dct):
+    t = x[:1].expand(3, 2)
+    t.__setitem__(0, 2.0)
+    return t
+
+
 @pytest.mark.parametrize(
     "fn", [overlapping_write_caught, overlapping_write_raises, overlapping_inplace_operator,
-           overlapping_out_argument],
+           overlapping_out_argument, overlapping_setitem_after_a_store, overlapping_dunder_setitem],
 )
 def test_write_into_expanded_tensor_behaves_as_eager(fn) -> None:
     x, y = torch.randn(3, 2), torch.randn(3, 2)
-    expected = outcome(fn, x.clone(), y.clone())
-    actual = outcome(bytegraph.compile(fn, backend="eager"), x.clone(), y.clone())
+    eager_dct, compiled_dct = {"b": 0}, {"b": 0}
+    expected = outcome(fn, x.clone(), y.clone(), eager_dct)
+    actual = outcome(bytegraph.compile(fn, backend="eager"), x.clone(), y.clone(), compiled_dct)
     assert_same_value(actual, expected)
+    assert_same_value(compiled_dct, eager_dct, "dct after the call")
 
 
 def fill_expanded(x):
