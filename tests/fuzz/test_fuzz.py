@@ -1,7 +1,7 @@
 """The fuzzer in CI: a bounded, fixed-seed campaign that must find nothing, plus its own checks.
 
 ``test_fuzz_campaign`` runs ``CI_PROGRAMS`` programs of seed ``CI_SEED`` in
-two worker processes with a hard timeout each (about 25 s on the 2-core
+two worker processes with a hard timeout each (about 20 s on the 2-core
 development machine) and asserts no wrong result, internal error, timeout or
 crash; on failure its message is the report with shrunk reproducers. The
 other tests check the fuzzer itself, in process: generation is a pure
@@ -21,7 +21,7 @@ from tests.fuzz.shrink import shrink
 from tests.fuzz.tree import PRELUDE, Program, count_nodes
 
 CI_SEED = 0
-CI_PROGRAMS = 250
+CI_PROGRAMS = 200
 CI_TIMEOUT = 15.0
 
 
