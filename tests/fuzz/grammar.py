@@ -18,6 +18,8 @@ import dataclasses
 import random
 from collections.abc import Callable
 
+from tests.fuzz import families
+from tests.fuzz.statements import FamilyStatements
 from tests.fuzz.tree import CallInputs, Clause, Expr, Program, Stmt
 
 Production = tuple[int, str, str]
@@ -111,6 +113,7 @@ class Scope:
     calls: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # template, kinds
     pair: bool = False
     closure: bool = False
+    in_except: bool = False
 
     def child(self, **changes: object) -> Scope:
         names = {kind: list(values) for kind, values in self.names.items()}
@@ -118,7 +121,7 @@ class Scope:
         return dataclasses.replace(new, **changes)
 
 
-class Generator:
+class Generator(FamilyStatements):
     """Draws one program from a seeded ``random.Random``."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -139,9 +142,9 @@ class Generator:
             leaf = self.leaf(kind, scope)
             if leaf is not None:
                 return leaf
-        table = list(PRODUCTIONS[kind])
+        table = PRODUCTIONS[kind] + families.EXTRA.get(kind, [])
         if scope.main:
-            table += MAIN_ONLY.get(kind, [])
+            table += MAIN_ONLY.get(kind, []) + families.EXTRA_MAIN.get(kind, [])
         if kind == "T":
             table += [(3, template, kinds) for template, kinds in scope.calls]
             if scope.pair:
@@ -191,7 +194,7 @@ class Generator:
             makers.append((2, self.loop_exit))
         if scope.in_try:
             makers.append((2, self.raise_stmt))
-        return makers
+        return makers + self.family_makers(scope)
 
     def simple(self, scope: Scope, text: str, kinds: str) -> Stmt:
         return Stmt(text, [self.expr(k, scope) for k in kinds])
@@ -355,11 +358,26 @@ class Generator:
     # -- functions -----------------------------------------------------------
 
     def helper(self, name: str, calls: list[tuple[str, str]]) -> Stmt:
+        """A module-level helper of two tensors; appends how to call it to ``calls``."""
         scope = Scope({"T": ["x", "y"], "I": []}, main=False, calls=list(calls))
+        signature, call = f"def {name}(x, y):", f"{name}({{0}}, {{1}})"
+        if self.rng.random() < 0.3:
+            signature = f"def {name}(x, y, scale=2, *, shift=0.5):"
+            scope.names.update(I=["scale"], F=["shift"])
+            call = self.rng.choice([
+                call, f"{name}({{0}}, {{1}}, 3)", f"{name}({{0}}, {{1}}, shift=1.5)",
+                f"{name}(*[{{0}}, {{1}}])", f"{name}(**{{{{'x': {{0}}, 'y': {{1}}}}}})",
+            ])
         body = self.block(scope, self.rng.randint(1, 4))
-        body.append(self.simple(scope, "return {0}", "T"))
-        text = "@torch.no_grad()" if self.rng.random() < 0.2 else ""
-        return Stmt(text, [], [Clause(f"def {name}(x, y):", [], body)])
+        if self.rng.random() < 0.15:
+            body += [self.simple(scope, "yield {0}", "T"), self.simple(scope, "yield {0}", "T")]
+            call = f"sum({call})"
+        else:
+            body.append(self.simple(scope, "return {0}", "T"))
+        decorator = self.rng.choices(
+            ["", "@torch.no_grad()", "@traced", "@scaled(2)"], weights=[12, 3, 3, 2])[0]
+        calls.append((call, "TT"))
+        return Stmt(decorator, [], [Clause(signature, [], body)])
 
     def main(self, calls: list[tuple[str, str]]) -> Stmt:
         names = {"T": ["x", "y", "out"], "V": ["w", "obj.t"], "I": ["n", "k"]}
@@ -367,13 +385,17 @@ class Generator:
         body = self.block(scope, self.rng.randint(4, 14))
         body.append(self.return_stmt(scope))
         fixed = ["global G, GL, GD", "k = n", "acc = []", "out = x + y"]
-        return Stmt(clauses=[Clause("def f(x, y, w, n, lst, dct, obj):", [], body, fixed)])
+        header = "def f(x, y, w, n, lst, dct, obj, opt=None, mod=None):"
+        return Stmt(clauses=[Clause(header, [], body, fixed)])
 
     def return_stmt(self, scope: Scope) -> Stmt:
         options = [("return out, k, acc", ""), ("return {0}, k", "T"), ("return out", ""),
                    ("return {{'out': out, 'k': k, 'acc': acc}}", ""), ("return out, x, lst", ""),
-                   ("return out, obj", ""), ("return {0}, out, acc", "T")]
-        weights = [5, 2, 2, 1, 1, 1, 2]
+                   ("return out, obj", ""), ("return {0}, out, acc", "T"),
+                   ("return out, out, k", ""), ("return x", ""), ("return x[0], x.t(), out", ""),
+                   ("return [out, x], {{'k': k, 'acc': acc}}", ""), ("return out, w.grad, acc", ""),
+                   ("return y, x, k", ""), ("return out, mod, acc", ""), ("return opt, out", "")]
+        weights = [5, 2, 2, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1]
         if scope.pair:
             options.append(("return out, p", ""))
             weights.append(1)
@@ -383,9 +405,7 @@ class Generator:
     def program(self, seed: int, index: int) -> Program:
         module, calls = [], []
         for _ in range(self.rng.choices([0, 1, 2, 3], weights=[3, 4, 2, 1])[0]):
-            name = self.fresh("h")
-            module.append(self.helper(name, calls))
-            calls.append((f"{name}({{0}}, {{1}})", "TT"))
+            module.append(self.helper(self.fresh("h"), calls))
         module.append(self.main(calls))
         return Program(seed, index, module, self.call_inputs())
 
@@ -395,7 +415,8 @@ class Generator:
             torch_seed=rng.randrange(2**31), rows=rng.randint(2, 4), cols=rng.randint(2, 4),
             n=rng.randint(0, 4), lst=tuple(rng.randint(0, 5) for _ in range(rng.randint(0, 4))),
             dct_a=rng.randint(0, 3), obj_a=rng.randint(0, 3), transposed=rng.random() < 0.2,
-            w_grad=rng.random() < 0.5,
+            w_grad=rng.random() < 0.5, x_double=rng.random() < 0.05, x_grad=rng.random() < 0.05,
+            alias=rng.random() < 0.1, opt=rng.random() < 0.8, training=rng.random() < 0.8,
         )
         second = dataclasses.replace(first, torch_seed=rng.randrange(2**31))
         third = dataclasses.replace(
@@ -404,6 +425,11 @@ class Generator:
             lst=tuple(rng.randint(0, 5) for _ in range(rng.randint(0, 5))),
             obj_a=rng.randint(0, 4), transposed=rng.random() < 0.2,
             w_grad=rng.choice([first.w_grad, not first.w_grad]),
+            x_double=first.x_double != (rng.random() < 0.1),
+            x_grad=first.x_grad != (rng.random() < 0.1),
+            alias=first.alias != (rng.random() < 0.15),
+            opt=first.opt != (rng.random() < 0.25), dct_c=rng.random() < 0.2,
+            obj_float=rng.random() < 0.1, training=first.training != (rng.random() < 0.2),
         )
         return (first, second, third)
 

@@ -107,6 +107,8 @@ def normalize(value: Any, memo: dict[int, Any]) -> Any:
         return copy
     if type(value) is tuple:
         return tuple(normalize(v, memo) for v in value)
+    if isinstance(value, tuple):  # a namedtuple: its class differs between the namespaces
+        return (type(value).__qualname__, *(normalize(v, memo) for v in value))
     if isinstance(value, BaseException):
         return ("exception", type(value).__name__, str(value))
     if isinstance(value, (type, types.FunctionType, types.MethodType)):
@@ -115,6 +117,12 @@ def normalize(value: Any, memo: dict[int, Any]) -> Any:
         copy = {"__class__": type(value).__qualname__}
         memo[id(value)] = copy
         copy.update((k, normalize(v, memo)) for k, v in vars(value).items())
+        return copy
+    slots = getattr(type(value), "__slots__", None)
+    if slots is not None and type(value).__module__.startswith("fuzz_"):
+        copy = {"__class__": type(value).__qualname__}
+        memo[id(value)] = copy
+        copy.update((k, normalize(getattr(value, k, None), memo)) for k in slots)
         return copy
     return value
 
@@ -191,6 +199,31 @@ def compare_world(eager: tuple, compiled: tuple) -> tuple[str, str] | None:
         assert_same_aliasing(compiled, eager)
     except AssertionError as exc:
         return "wrong:aliasing", str(exc)
+    return compare_grads(eager, compiled)
+
+
+def tensors(value: Any, path: str) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor reachable through lists, tuples and dicts, with its path."""
+    if isinstance(value, torch.Tensor):
+        return [(path, value)]
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return []
+    return [found for key, item in items for found in tensors(item, f"{path}[{key!r}]")]
+
+
+def compare_grads(eager: tuple, compiled: tuple) -> tuple[str, str] | None:
+    """The ``.grad`` of every leaf tensor, once values and aliasing agree (same structure)."""
+    for (path, e), (_, c) in zip(tensors(eager, "world"), tensors(compiled, "world")):
+        if not (e.is_leaf and c.is_leaf):
+            continue
+        try:
+            assert_same_value(c.grad, e.grad, path + ".grad")
+        except AssertionError as exc:
+            return "wrong:grad", f"{type(exc).__name__}: {exc}"
     return None
 
 

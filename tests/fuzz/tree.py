@@ -19,6 +19,9 @@ inputs of its three calls. Every node is a small dataclass:
 from __future__ import annotations
 
 import dataclasses
+import re
+
+from tests.fuzz.prelude import NEEDS, SNIPPETS
 
 INDENT = "    "
 
@@ -87,21 +90,37 @@ class CallInputs:
     obj_a: int
     transposed: bool
     w_grad: bool
+    x_double: bool = False
+    x_grad: bool = False
+    alias: bool = False  # y is x
+    opt: bool = True  # a tensor, else None
+    dct_c: bool = False  # dct has an extra key 'c'
+    obj_float: bool = False  # obj.a is a float
+    training: bool = True
 
     def render(self, call: int) -> list[str]:
         x = (
             f"torch.randn({self.cols}, {self.rows}).t()" if self.transposed
             else f"torch.randn({self.rows}, {self.cols})"
         )
+        x += ".double()" if self.x_double else ""
+        x += ".requires_grad_()" if self.x_grad else ""
+        y = "x" if self.alias else f"torch.randn({self.rows}, {self.cols})"
+        extra = ", 'c': 1" if self.dct_c else ""
+        obj_a = f"{self.obj_a + 0.5}" if self.obj_float else f"{self.obj_a}"
+        opt = f"torch.randn({self.cols})" if self.opt else "None"
+        mod = f"Net({self.cols})" + ("" if self.training else ".eval()")
         return [
             f"def inputs_{call}():",
             f"    torch.manual_seed({self.torch_seed})",
             f"    x = {x}",
-            f"    y = torch.randn({self.rows}, {self.cols})",
+            f"    y = {y}",
             f"    w = torch.randn({self.cols}, requires_grad={self.w_grad})",
-            f"    dct = {{'a': {self.dct_a}, 'b': torch.randn({self.cols})}}",
-            f"    obj = Obj({self.obj_a}, torch.randn({self.cols}))",
-            f"    return x, y, w, {self.n}, {list(self.lst)}, dct, obj",
+            f"    dct = {{'a': {self.dct_a}, 'b': torch.randn({self.cols}){extra}}}",
+            f"    obj = Obj({obj_a}, torch.randn({self.cols}))",
+            f"    opt = {opt}",
+            f"    mod = {mod}",
+            f"    return x, y, w, {self.n}, {list(self.lst)}, dct, obj, opt, mod",
         ]
 
 
@@ -119,9 +138,13 @@ class Program:
 
 
 IMPORTS = '''\
+import collections
 import dataclasses
+import enum
+import functools
 
 import torch
+import torch.nn.functional as F
 
 import bytegraph
 
@@ -142,6 +165,21 @@ class Obj:
     def bump(self):
         self.a += 1
         return self.a
+'''
+
+NET = '''
+class Net(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d)
+        self.seq = torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.ReLU())
+        self.register_buffer('steps', torch.zeros(()))
+        self.scale = 1.0
+
+    def forward(self, z):
+        if self.training:
+            self.steps.add_(1)
+        return self.seq(self.lin(z)) * self.scale
 '''
 
 PAIR = '''
@@ -177,10 +215,10 @@ class Suppress:
         return kind is not None and issubclass(kind, ArithmeticError)
 '''
 
-PRELUDE = IMPORTS + OBJ + PAIR + CTX + SUPPRESS
+PRELUDE = IMPORTS + OBJ + NET + PAIR + CTX + SUPPRESS
 """Every class a program may use; ``render_program`` keeps only those it names."""
 
-OPTIONAL_CLASSES = {"Pair": PAIR, "Ctx": CTX, "Suppress": SUPPRESS}
+OPTIONAL_CLASSES = {"Pair": PAIR, "Ctx": CTX, "Suppress": SUPPRESS, **SNIPPETS}
 
 STATE_GLOBALS = ("G", "GL", "GD")
 """The module globals programs mutate, compared after every call."""
@@ -193,12 +231,23 @@ def render_program(program: Program) -> str:
         lines.extend(stmt.render(0))
         lines.append("")
     body = "\n".join(lines)
-    used = [text for name, text in OPTIONAL_CLASSES.items() if name in body]
-    lines = [IMPORTS, OBJ, *used, body]
+    lines = [IMPORTS, OBJ, NET, *used_snippets(body), body]
     for call, inputs in enumerate(program.calls, 1):
         lines.append("")
         lines.extend(inputs.render(call))
     return "\n".join(lines) + "\n"
+
+
+def used_snippets(body: str) -> list[str]:
+    """The optional prelude snippets ``body`` names (and those they need), each once, in order."""
+    names = [name for name in OPTIONAL_CLASSES if re.search(rf"\b{name}\b", body)]
+    for name in list(names):
+        names += [need for need in NEEDS.get(name, ()) if need not in names]
+    texts: list[str] = []
+    for name in OPTIONAL_CLASSES:
+        if name in names and OPTIONAL_CLASSES[name] not in texts:
+            texts.append(OPTIONAL_CLASSES[name])
+    return texts
 
 
 def count_nodes(program: Program) -> int:

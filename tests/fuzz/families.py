@@ -1,0 +1,140 @@
+"""Expression productions of the wider grammar, by family: builtins, functions, objects, tensors.
+
+Tables in the form ``grammar.py`` uses, ``(weight, template, argument
+kinds)``, merged into its own: ``EXTRA`` may appear anywhere (in ``f``,
+helpers and closures, which see only ``x`` and ``y``), ``EXTRA_MAIN`` only
+in ``f``, which also sees ``lst``, ``dct``, ``obj``, ``opt`` (a vector or
+None), ``mod`` (a ``Net``) and ``w``. Names used here come from
+``prelude.py`` (``Stats``, ``Child``, ``Key``, ``gen_rows``...).
+
+Excluded on purpose, because eager itself is not deterministic or the two
+namespaces could never agree: dropout in training mode, ``torch.empty``,
+``id()``, sets of objects hashed by identity, and scatters with repeated
+indices (every index tensor here is a permutation). Ints that size a loop
+or a ``range`` are bounded (``min(k, 8)``, ``% 4``), since expressions can
+grow large.
+"""
+
+from __future__ import annotations
+
+Production = tuple[int, str, str]
+
+TENSOR: list[Production] = [
+    (2, "F.relu({0})", "T"), (1, "F.gelu({0})", "T"), (1, "F.softmax({0}, dim=-1)", "T"),
+    (1, "F.layer_norm({0}, (x.shape[-1],))", "T"), (1, "F.dropout({0}, 0.5, training=False)", "T"),
+    (1, "F.linear({0}, torch.eye(x.shape[-1]))", "T"), (1, "{0}.T.contiguous().T", "T"),
+    (1, "{0}.permute(1, 0).permute(1, 0)", "T"), (1, "{0}.flatten().view(x.shape)", "T"),
+    (1, "{0}.unsqueeze(-1).squeeze(-1)", "T"), (1, "{0}.sort(1).values", "T"),
+    (1, "{0}.sort(dim=0, descending=True)[0]", "T"),
+    (1, "torch.gather({0}, 1, {1}.argsort(1))", "TT"),
+    (1, "{0}.scatter(1, {1}.argsort(1), {2})", "TTT"),
+    (1, "{0}.index_add(0, torch.arange(x.shape[0]).flip(0), {1})", "TT"),
+    (1, "{0}[torch.arange(x.shape[0]).flip(0)]", "T"),
+    (1, "{0}[list(range(x.shape[0]))[::-1]]", "T"),
+    (1, "{0}[:, [c for c in range(x.shape[1])]]", "T"),
+    (1, "({0}.topk(1, dim=1).values * {1})", "TT"),
+    (1, "torch.cat({0}.unbind(0)).view(x.shape)", "T"), (1, "torch.cat({0}.chunk(2, 1), 1)", "T"),
+    (1, "torch.cat({0}.split(1, 0), 0)", "T"), (1, "({0} > 0).float()", "T"),
+    (1, "({0}.round().long() % 3).to({1}.dtype)", "TT"), (1, "(torch.ones_like({0}) * {1})", "TF"),
+    (1, "torch.full(x.shape, {0})", "F"), (1, "torch.arange(x.numel()).view(x.shape).float()", ""),
+    (1, "torch.linspace(0, 1, x.numel()).view(x.shape)", ""),
+    (1, "torch.eye(x.shape[0], x.shape[1])", ""), (1, "torch.where({0} > {1}, {0}, 0.0)", "TT"),
+    (1, "({0} if isinstance({0}, torch.Tensor) else {1})", "TT"),
+    (1, "torch.cat(tuple({0}[i:i + 1] for i in range(x.shape[0])), 0)", "T"),
+    (1, "sum(g({0}) for g in [lambda z, i=i: z * i for i in range(3)])", "T"),
+    (1, "affine({0})", "T"), (1, "affine({0}, {1}, shift={2})", "TFF"),
+    (1, "star_sum({0}, {1})", "TT"), (1, "star_sum(*[{0}, {1}], scale={2})", "TTI"),
+    (1, "star_sum({0}, **{{'scale': {1}, 'tag': 1}})", "TI"), (1, "rec({0}, min({1}, 3))", "TI"),
+    (1, "Stats({0})({1})", "TT"), (1, "Stats.twice({0})", "T"),
+    (1, "Child({1}, 2).apply({0})", "TI"),
+    (1, "Base({1}).apply({0})", "TF"), (1, "torch.stack(list(gen_rows({0})))", "T"),
+    (1, "(lambda *a, **kw: a[0] * len(kw))({0}, p=1, q=2)", "T"), (1, "{0}.clone().detach()", "T"),
+    (1, "{0}.to(torch.float64).to(torch.float32)", "T"),
+]
+VECTOR: list[Production] = [
+    (1, "F.softmax({0}, dim=0)", "V"), (1, "{0}.sort().values", "V"), (1, "{0}.cumsum(0)", "V"),
+    (1, "{0}.flip(0)", "V"), (1, "{0}[-1]", "T"), (1, "{0}.unbind(0)[0]", "T"),
+    (1, "{0}.chunk(2, 0)[-1].sum(0)", "T"), (1, "{0}.T.sum(1)", "T"),
+    (1, "sum(gen_more({0}, {1}))", "TI"), (1, "Stats({0})[0]", "T"),
+    (1, "(Stats.make({0}).total * {1})", "TV"), (1, "{0}.gather(0, {0}.argsort())", "V"),
+    (1, "torch.stack(list({0})).sum(0)", "T"), (1, "({0}.topk(1).values * {1})", "VV"),
+]
+SCALAR: list[Production] = [
+    (1, "{0}[{0} > 0].sum()", "T"), (1, "F.relu({0}).sum()", "T"), (1, "{0}.argmax().float()", "T"),
+    (1, "sum({0}.unbind(0)).sum()", "T"), (1, "Stats({0}).total", "T"),
+]
+INT: list[Production] = [
+    (1, "len(sorted(range({0} % 5), key=lambda v: -v))", "I"), (1, "divmod({0}, 3)[0]", "I"),
+    (1, "round({0} / 3)", "I"), (1, "int(str({0}))", "I"), (1, "int(bool({0}))", "I"),
+    (1, "len(str({0}))", "I"), (1, '(lambda v: len(f"{{v}}-{{x.shape}}"))({0})', "I"),
+    (1, 'len("%d:%s" % ({0}, tuple(x.shape)))', "I"),
+    (1, 'len("{{}}x{{}}".format({0}, x.size(-1)))', "I"),
+    (1, 'len("-".join(str(v) for v in range({0} % 4)).split("-"))', "I"),
+    (1, 'len("ab".upper() + str({0}))', "I"), (1, "len(list(range(0, min({0}, 9), 2)))", "I"),
+    (1, "sum(range(min({0}, 8), -1, -2))", "I"), (1, "int({0}.argmax())", "T"),
+    (1, "{0}.argmax().item()", "T"), (1, "len({0}.tolist())", "T"), (1, "len({0}[{0} > 0])", "T"),
+    (1, "int(({0} > 0).sum())", "T"), (1, "x.size(-1)", ""), (1, "{0}.numel()", "T"),
+    (1, "(lambda a, b=2: a * b)({0})", "I"),
+    (1, "sum(i * j for i in range(3) for j in range(i) if (i + j) % 2)", ""),
+    (1, "len([[i * j for j in range(3)] for i in range(2)])", ""),
+    (1, "len(list(gen_rows({0})))", "T"),
+    (1, "len(Stats({0}))", "T"), (1, "(Child({0}, 2).b + Base({1}).a)", "II"),
+    (1, "Mode.ADD.value", ""), (1, "len(Config().tags)", ""), (1, "Point({0}, 2).b", "I"),
+    (1, "sum(Point({0}, {1}))", "II"), (1, "len({{Key({0}), Key(1), Key({1})}})", "II"),
+    (1, "{{Key(1): 5}}.get(Key({0}), 0)", "I"), (1, "Slotted({0}, 1).a", "I"),
+    (1, "len(Child(1, 2).name())", ""), (1, "abs({0} - 3)", "I"),
+]
+FLOAT: list[Production] = [
+    (1, "float({0}.sum())", "T"), (1, "float({0})", "S"), (1, "round({0}, 2)", "F"),
+    (1, "abs({0})", "F"), (1, "float(str({0}))", "I"), (1, "max({0}, 0.25)", "F"),
+    (1, "sum([0.5, {0}])", "F"),
+]
+BOOL: list[Production] = [
+    (1, "(0 <= {0} < {1})", "II"), (1, "({0} in {{1, 2, 3}})", "I"),
+    (1, "(str({0}) in '0123')", "I"),
+    (1, "isinstance({0}, torch.Tensor)", "T"), (1, "({0}.dtype == torch.float32)", "T"),
+    (1, "{0}.is_contiguous()", "T"), (1, "(x.shape[-1] in (2, 3))", ""),
+    (1, "any(v > 0 for v in {0}.tolist())", "V"), (1, "all(d > 1 for d in x.shape)", ""),
+    (1, "(Key({0}) == Key({1}))", "II"), (1, "({0} in Stats(x))", "I"),
+    (1, "(Mode({0} % 2 + 1) is Mode.ADD)", "I"), (1, "bool({0} > 0.5)", "F"),
+]
+TENSOR_MAIN: list[Production] = [
+    (2, "mod({0})", "T"), (1, "mod.lin({0})", "T"), (1, "mod.seq[0]({0})", "T"),
+    (1, "F.linear({0}, mod.lin.weight, mod.lin.bias)", "T"),
+    (2, "({0} + opt if opt is not None else {0})", "T"), (1, "({0} * mod.steps)", "T"),
+    (1, "({0} * w.grad if w.grad is not None else {0})", "T"),
+    (1, "(x.grad if x.grad is not None else {0})", "T"),
+    (1, "({0} * torch.tensor(lst[:1] or [1]))", "T"), (1, "({0} * getattr(obj, 'a', 1))", "T"),
+    (1, "({0} * dct.get('c', 2))", "T"),
+]
+VECTOR_MAIN: list[Production] = [
+    (2, "(opt if opt is not None else {0})", "V"),
+    (1, "(w.grad if w.grad is not None else {0})", "V"),
+    (1, "mod.lin({0})", "V"), (1, "(mod.steps * {0})", "V"),
+]
+INT_MAIN: list[Production] = [
+    (1, "len(sorted(lst, key=lambda v: -v)[:2])", ""),
+    (1, "sum(i * v for i, v in enumerate(lst))", ""),
+    (1, "sum(a * b for a, b in zip(lst, reversed(lst)))", ""), (1, "max(lst, default={0})", "I"),
+    (1, "min(lst + [{0}])", "I"), (1, "(lst[::-1] + [{0}])[0]", "I"), (1, "len(lst[-2:])", ""),
+    (1, "len(tuple(lst)[1::2])", ""), (1, "len(dict(zip('abcde', lst)))", ""),
+    (1, "len(set(lst) | {{{0}}})", "I"), (1, "len(list(reversed(lst)))", ""),
+    (1, "sum(a * b for a in lst for b in range(min(a, 3)) if b % 2 == 0)", ""),
+    (1, "getattr(obj, 'a', 0)", ""), (1, "getattr(obj, 'missing', {0})", "I"),
+    (1, "len(obj.__dict__)", ""), (1, "len(mod.seq)", ""),
+    (1, "sum(p.numel() for p in mod.parameters())", ""), (1, "len(list(mod.buffers()))", ""),
+    (1, "len(list(mod.named_modules()))", ""), (1, "Stats.count", ""),
+    (1, "len(dct.keys() - {{'a'}})", ""), (1, "(len(dct) if 'c' in dct else {0})", "I"),
+]
+BOOL_MAIN: list[Production] = [
+    (1, "(opt is None)", ""), (1, "(opt is not None and opt.sum() > 0)", ""),
+    (1, "any(v > 2 for v in lst)", ""), (1, "all(v >= 1 for v in lst)", ""),
+    (1, "('b' in dct and isinstance(dct['b'], torch.Tensor))", ""),
+    (1, "hasattr(mod, 'extra')", ""),
+    (1, "mod.training", ""), (1, "w.requires_grad", ""), (1, "(w.grad is None)", ""),
+    (1, "isinstance(obj.a, int)", ""), (1, "(y is x)", ""), (1, "(len(lst) > 2)", ""),
+    (1, "isinstance(mod, torch.nn.Module)", ""),
+]
+
+EXTRA = {"T": TENSOR, "V": VECTOR, "S": SCALAR, "I": INT, "F": FLOAT, "B": BOOL}
+EXTRA_MAIN = {"T": TENSOR_MAIN, "V": VECTOR_MAIN, "I": INT_MAIN, "B": BOOL_MAIN}

@@ -1,0 +1,195 @@
+"""The optional part of the prelude: classes and helpers a program may name.
+
+Each snippet is the kind of thing real model code keeps next to its
+``forward``: a class with properties and dunders, a small inheritance tree,
+``__slots__``, dataclasses, namedtuples, enums, user exceptions, decorators
+written with ``functools.wraps``, generators and a bounded recursion.
+``tree.render_program`` keeps a snippet (and the snippets it needs, listed in
+``NEEDS``) only when the program names it, so reproducers stay short.
+
+Everything here is deterministic: no ``id()``, no sets of objects hashed by
+identity, no random draws; ``Key`` hashes by value.
+"""
+
+from __future__ import annotations
+
+STATS = '''
+class Stats:
+    count = 0
+
+    def __init__(self, t):
+        self.t = t
+        Stats.count += 1
+
+    @property
+    def total(self):
+        return self.t.sum()
+
+    def __call__(self, z):
+        return z * self.t.mean()
+
+    def __len__(self):
+        return self.t.shape[0]
+
+    def __getitem__(self, i):
+        return self.t[i]
+
+    def __iter__(self):
+        return iter(self.t.unbind(0))
+
+    def __contains__(self, v):
+        return 0 <= v < len(self)
+
+    @staticmethod
+    def twice(z):
+        return z * 2
+
+    @classmethod
+    def make(cls, t):
+        return cls(t + 0)
+'''
+
+BASE = '''
+class Base:
+    def __init__(self, a):
+        self.a = a
+
+    def apply(self, z):
+        return z + self.a
+
+    def name(self):
+        return 'base'
+'''
+
+CHILD = '''
+class Child(Base):
+    def __init__(self, a, b):
+        super().__init__(a)
+        self.b = b
+
+    def apply(self, z):
+        return super().apply(z) * self.b
+
+    def name(self):
+        return 'child:' + super().name()
+'''
+
+SLOTTED = '''
+class Slotted:
+    __slots__ = ('a', 'b')
+
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+'''
+
+KEY = '''
+class Key:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, Key) and self.v == other.v
+
+    def __hash__(self):
+        return hash(self.v)
+'''
+
+CONFIG = '''
+@dataclasses.dataclass
+class Config:
+    scale: float = 1.0
+    tags: list = dataclasses.field(default_factory=list)
+'''
+
+POINT = '''
+Point = collections.namedtuple('Point', ['a', 'b'])
+'''
+
+MODE = '''
+class Mode(enum.Enum):
+    ADD = 1
+    MUL = 2
+'''
+
+ERRORS = '''
+class FuzzError(Exception):
+    pass
+
+
+class SubError(FuzzError):
+    pass
+'''
+
+TRACED = '''
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        GL.append(fn.__name__)
+        return fn(*args, **kwargs)
+    return wrapper
+'''
+
+SCALED = '''
+def scaled(factor):
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs) * factor
+        return wrapper
+    return deco
+'''
+
+STAR_SUM = '''
+def star_sum(*ts, scale=1, **extra):
+    out = ts[0]
+    for t in ts[1:]:
+        out = out + t
+    return out * scale + len(extra)
+'''
+
+AFFINE = '''
+def affine(z, scale=2.0, *, shift=0.5):
+    return z * scale + shift
+'''
+
+GEN_ROWS = '''
+def gen_rows(t):
+    for i in range(t.shape[0]):
+        yield t[i]
+'''
+
+GEN_MORE = '''
+def gen_more(t, k):
+    yield from gen_rows(t)
+    yield t.sum(0) * k
+'''
+
+REC = '''
+def rec(t, d):
+    if d <= 0:
+        return t
+    return rec(t * 0.5, d - 1) + 1
+'''
+
+MAKE_COUNTER = '''
+def make_counter():
+    count = 0
+
+    def bump(step=1):
+        nonlocal count
+        count += step
+        return count
+    return bump
+'''
+
+SNIPPETS: dict[str, str] = {
+    "Stats": STATS, "Base": BASE, "Child": CHILD, "Slotted": SLOTTED, "Key": KEY,
+    "Config": CONFIG, "Point": POINT, "Mode": MODE, "FuzzError": ERRORS, "SubError": ERRORS,
+    "traced": TRACED, "scaled": SCALED, "star_sum": STAR_SUM, "affine": AFFINE,
+    "gen_rows": GEN_ROWS, "gen_more": GEN_MORE, "rec": REC, "make_counter": MAKE_COUNTER,
+}
+"""Name a program may use -> the snippet that defines it."""
+
+NEEDS: dict[str, tuple[str, ...]] = {"Child": ("Base",), "gen_more": ("gen_rows",)}
+"""Snippets another snippet needs."""
