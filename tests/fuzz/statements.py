@@ -107,14 +107,20 @@ SHAPES: list[Template] = [
 ]
 FUNCTIONS: list[Template] = [
     ("def gbump$(v):\n    global G\n    G += v\nfor i$ in range(3):\n    gbump$(i$)", ""),
-    ("def add_out$(v):\n    nonlocal out\n    out = out + v\n"
-     "for i$ in range({0} % 3):\n    add_out$({1})", "IT"),
-    ("fs$ = []\nfor i$ in range(3):\n    fs$.append(lambda z: z * i$)\nout = out + fs$[0](out)",
-    ""),
     ("fs$ = [lambda z, i=i: z + i for i in range(3)]\nout = out + sum(g(out) for g in fs$)", ""),
     ("for g$ in gen_more({0}, 2):\n    out = out + g$", "T"),
     ("acc.append(sum(1 for _ in gen_rows({0})))", "T"),
 ]
+CELLS: list[Template] = [
+    ("def add_out$(v):\n    nonlocal out\n    out = out + v\n"
+     "for i$ in range({0} % 3):\n    add_out$({1})", "IT"),
+    ("fs$ = []\nfor i$ in range(3):\n    fs$.append(lambda z: z * i$)\nout = out + fs$[0](out)",
+     ""),
+    ("sc$ = {0}\nfn$ = lambda z: z * sc$\nout = fn$(out)", "T"),
+]
+"""Templates that give ``f`` closure cells, which keep bytegraph from breaking the graph
+anywhere in ``f`` (the whole frame then runs as Python): rare, so most programs still trace."""
+
 RAISES: list[Template] = [
     ("raise FuzzError({0})", "I"), ("raise SubError('bad') from None", ""),
     ("raise ValueError({0}) from KeyError('k')", "I"), ("raise IndexError({0})", "I"),
@@ -143,6 +149,8 @@ class FamilyStatements:
         if scope.main:
             makers += [(4, self.builtins_op), (3, self.objects_op), (2, self.modules_op),
                        (2, self.grads_op), (2, self.functions_op), (1, self.del_stmt)]
+            if not scope.closure:
+                makers.append((1, self.cells_op))
         if scope.depth < 2:
             makers += [(1, self.while_true), (1, self.for_else), (1, self.match_stmt),
                        (1, self.try_full)]
@@ -185,6 +193,10 @@ class FamilyStatements:
     def functions_op(self, scope: Scope) -> Stmt:
         return self.template(scope, FUNCTIONS)
 
+    def cells_op(self, scope: Scope) -> Stmt:
+        scope.closure = True
+        return self.template(scope, CELLS)
+
     def raise_family(self, scope: Scope) -> Stmt:
         return self.template(scope, RAISES)
 
@@ -204,7 +216,7 @@ class FamilyStatements:
 
     def lambda_def(self, scope: Scope) -> Stmt:
         name = self.fresh("fn")
-        stmt = self.simple(scope, name + " = lambda z, c={0}: z * c + {1}", "IT")
+        stmt = self.simple(scope, name + " = lambda z, c={0}, t={1}: z * c + t", "IT")
         scope.calls.append((f"{name}({{0}})", "T"))
         return stmt
 
