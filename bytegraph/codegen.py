@@ -18,6 +18,7 @@ import torch.fx
 
 from bytegraph.bytecode import assemble
 from bytegraph.exc import InternalError
+from bytegraph.graph.rerun import rerun
 
 if TYPE_CHECKING:
     from bytegraph.graph.output_graph import GraphInput
@@ -82,13 +83,44 @@ class PyCodegen:
             self(arg)
         self.append(*assemble.call(len(args)))
 
-    def call_graph(self, compiled: Any, inputs: list[GraphInput]) -> None:
-        """``___graph_out = compiled(*inputs)``"""
+    def call_graph(
+        self, compiled: Any, inputs: list[GraphInput], on_error: bc.Label | None
+    ) -> None:
+        """``___graph_out = compiled(*inputs)``; an exception jumps to ``on_error`` if given."""
+        guarded = None
+        if on_error is not None:
+            guarded = bc.TryBegin(on_error, push_lasti=False, stack_depth=0)
+            self.append(guarded)
         self.append(*assemble.push_null())
         self.load_const(compiled)
         for graph_input in inputs:
             graph_input.source.reconstruct(self)
         self.append(*assemble.call(len(inputs)), bc.Instr("STORE_FAST", GRAPH_OUT))
+        if guarded is not None:
+            self.append(bc.TryEnd(guarded))
+
+    def rerun_original(self, template: types.CodeType, original: Callable[..., Any]) -> None:
+        """Drop the graph's exception and ``return original(<the function's arguments>)``."""
+        names = template.co_varnames
+        positional = names[: template.co_argcount]
+        index = template.co_argcount + template.co_kwonlyargcount
+        keyword_only = names[template.co_argcount : index]
+        extra = names[index] if template.co_flags & 0x04 else None  # CO_VARARGS
+        extra_keywords = names[index + bool(extra)] if template.co_flags & 0x08 else None
+        self.append(bc.Instr("POP_TOP"), *assemble.push_null())
+        self.load_const(rerun)
+        self.load_const(original)
+        self.append(*(bc.Instr("LOAD_FAST", n) for n in positional))
+        self.append(bc.Instr("BUILD_TUPLE", len(positional)))
+        self.append(bc.Instr("LOAD_FAST", extra) if extra else bc.Instr("LOAD_CONST", ()))
+        self.load_const(tuple(keyword_only))
+        self.append(*(bc.Instr("LOAD_FAST", n) for n in keyword_only))
+        self.append(bc.Instr("BUILD_TUPLE", len(keyword_only)))
+        if extra_keywords:
+            self.append(bc.Instr("LOAD_FAST", extra_keywords))
+        else:
+            self.load_const(None)
+        self.append(*assemble.call(6), bc.Instr("RETURN_VALUE"))
 
 
 def transformed_code(
@@ -98,12 +130,21 @@ def transformed_code(
     graph_outputs: dict[torch.fx.Node, int],
     side_effects: SideEffects,
     emit_tail: Callable[[PyCodegen], None],
+    rerun_on_error: Callable[..., Any] | None = None,
 ) -> types.CodeType:
-    """Code that runs the graph, then whatever ``emit_tail`` emits (return or break)."""
+    """Code that runs the graph, then whatever ``emit_tail`` emits (return or break).
+
+    With ``rerun_on_error``, an exception from the graph call reruns that function
+    (the original) as plain Python on the same arguments (graph/rerun.py).
+    """
     codegen = PyCodegen(side_effects, graph_outputs)
+    on_error = bc.Label() if rerun_on_error is not None else None
     if compiled is not None:
-        codegen.call_graph(compiled, inputs)
+        codegen.call_graph(compiled, inputs, on_error)
     emit_tail(codegen)
+    if on_error is not None and compiled is not None:
+        codegen.append(on_error)
+        codegen.rerun_original(template, rerun_on_error)
     try:
         return assemble.assemble(template, codegen.instructions)
     except Exception as e:  # the bytecode package rejected what we emitted

@@ -165,6 +165,7 @@ def _build(specs: Any) -> Any:
 
 def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     _refuse_overlapping_write(kind, target, args, kwargs)
+    _refuse_mixed_dtypes(kind, target, args, kwargs)
     kind, target, args, kwargs = _device_args_to_meta(kind, target, args, kwargs)
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
@@ -196,14 +197,23 @@ _WRITES_FIRST_ARGUMENT = frozenset(
 )
 
 
+def op_name(kind: str, target: Any) -> str:
+    """``add_`` for ``x.add_(...)``, ``add`` for ``torch.add``: what the op is called."""
+    name = target if kind == "call_method" else getattr(target, "__name__", "")
+    return name if isinstance(name, str) else ""
+
+
+def writes_first_argument(kind: str, target: Any) -> bool:
+    """Whether the op writes into its first argument: ``x.add_(y)``, ``x += y``, ``x[i] = v``."""
+    name = op_name(kind, target)
+    return target in _WRITES_FIRST_ARGUMENT or (name.endswith("_") and not name.endswith("__"))
+
+
 def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
     """Break before a write into an internally overlapping tensor: let eager decide."""
     written = [kwargs.get("out")]
-    name = target if kind == "call_method" else getattr(target, "__name__", "")
-    in_place = target in _WRITES_FIRST_ARGUMENT or (
-        isinstance(name, str) and name.endswith("_") and not name.endswith("__")
-    )
-    if in_place and name not in _WRITES_OVERLAP_SAFELY and args:
+    name = op_name(kind, target)
+    if writes_first_argument(kind, target) and name not in _WRITES_OVERLAP_SAFELY and args:
         written.append(args[0])
     for tensor in _leaves(written, []):
         if isinstance(tensor, torch.Tensor) and torch._debug_has_internal_overlap(tensor) == 1:
@@ -212,6 +222,35 @@ def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict)
                 f"{name} writes into a tensor whose elements share memory (an expanded "
                 "tensor, say), which eager usually refuses",
             )
+
+
+# Ops whose floating-point tensor arguments must share one dtype: eager raises on a mix
+# (``double @ float``), where several meta kernels compute a result anyway.
+_SAME_DTYPE_OPS = frozenset({
+    "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "dot", "vdot", "inner", "addmm",
+    "addmm_", "addbmm", "addbmm_", "baddbmm", "baddbmm_", "addmv", "addmv_", "addr", "addr_",
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "einsum", "tensordot", "chain_matmul", "multi_dot", "layer_norm",
+    "group_norm", "batch_norm", "instance_norm", "rms_norm", "index_add", "index_add_",
+    "index_copy", "index_copy_", "scatter", "scatter_", "scatter_add", "scatter_add_",
+    "scatter_reduce", "scatter_reduce_", "masked_scatter", "masked_scatter_", "index_put",
+    "index_put_", "lerp", "lerp_", "scaled_dot_product_attention", "cross", "linalg_cross",
+    "cdist", "prelu",
+})
+
+
+def _refuse_mixed_dtypes(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
+    """Break before an op that eager refuses for mixed floating dtypes: let eager raise."""
+    name = op_name(kind, target)
+    if name not in _SAME_DTYPE_OPS:
+        return
+    dtypes = {
+        t.dtype for t in _leaves((args, kwargs), [])
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    }
+    if len(dtypes) > 1:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+        raise Unsupported("operator_failed", f"{name} of tensors of mixed dtypes ({names})")
 
 
 def _device_args_to_meta(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple:

@@ -24,6 +24,7 @@ from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
+from bytegraph.graph.rerun import reruns_safely
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
@@ -141,7 +142,7 @@ def _compile(
     # dropped before any backend saw it, so every graph a backend gets is one that runs.
     code = transformed_code(
         fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
-        output.side_effects, tail,
+        output.side_effects, tail, fn if gm is not None and reruns_safely(gm) else None,
     )
     if gm is not None:
         if logs.enabled("graph_code"):

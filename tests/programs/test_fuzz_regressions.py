@@ -98,3 +98,101 @@ def test_fill_into_expanded_tensor_stays_in_the_graph(differential, counting_bac
     compiled = differential.compile(fill_expanded)
     differential.check(fill_expanded, compiled, (torch.randn(3, 2),))
     assert counting_backend.calls == 1
+
+
+# -- an op that fails only on data: the call reruns as Python, eager's state behind it ----
+
+
+def index_fails_after_append(x, lst, idx):
+    lst.append(x.sum())
+    return x[idx] + 1
+
+
+def index_fails_with_star_arguments(x, lst, *rest, scale=2, **options):
+    lst.append(len(rest) + len(options))
+    return x[rest[0]] * scale
+
+
+def index_fails_after_a_break(x, lst, idx):
+    lst.append(1)
+    print("a break")
+    lst.append(2)
+    return torch.gather(x, 0, idx)
+
+
+class Indexer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x, idx):
+        self.calls += 1
+        return x.index_select(0, idx) * 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "extra"),
+    [(index_fails_after_append, ()), (index_fails_with_star_arguments, ()),
+     (index_fails_after_a_break, ())],
+)
+def test_a_graph_that_fails_on_data_leaves_eagers_state(fn, extra, capsys) -> None:
+    x = torch.randn(3)
+    for idx in (torch.tensor([1]), torch.tensor([7])):  # in range, then out of range
+        eager_lst, compiled_lst = [], []
+        args = (idx,) if fn is not index_fails_with_star_arguments else (idx, 5)
+        expected = outcome(fn, x, eager_lst, *args)
+        actual = outcome(bytegraph.compile(fn, backend="eager"), x, compiled_lst, *args)
+        assert_same_value(actual, expected)
+        assert_same_value(compiled_lst, eager_lst, "lst after the call")
+
+
+def test_a_module_whose_graph_fails_on_data_counts_its_call_once() -> None:
+    eager, compiled_module = Indexer(), Indexer()
+    compiled = bytegraph.compile(compiled_module, backend="eager")
+    x = torch.randn(3)
+    for idx in (torch.tensor([0, 2]), torch.tensor([3])):
+        assert_same_value(outcome(compiled, x, idx), outcome(eager, x, idx))
+        assert compiled_module.calls == eager.calls
+
+
+def index_fails_after_in_place_write(x, lst, idx):
+    lst.append(1)
+    x.add_(1)
+    return x[idx]
+
+
+def test_a_failing_graph_that_wrote_in_place_is_not_rerun() -> None:
+    """Rerunning would add twice: the exception leaves as it is (the list stays short)."""
+    x = torch.zeros(3)
+    compiled_lst: list = []
+    compiled = bytegraph.compile(index_fails_after_in_place_write, backend="eager")
+    with pytest.raises(IndexError):
+        compiled(x, compiled_lst, torch.tensor([9]))
+    assert torch.equal(x, torch.ones(3)), "the in-place add ran exactly once"
+
+
+# -- ops eager refuses for mixed floating dtypes (meta kernels compute them anyway) -------
+
+
+def linear_of_double_after_del(x, lst, linear):  # seed 0, index 5 (widened grammar)
+    if lst:
+        del lst[0]
+    return linear(x)
+
+
+def mixed_dtype_ops(x, lst, linear):
+    lst.append(1)
+    x.mul_(2.0)  # an in-place op: the graph cannot simply rerun as Python
+    return x @ linear.weight, torch.einsum("ij,jk->ik", x, linear.weight)
+
+
+@pytest.mark.parametrize("fn", [linear_of_double_after_del, mixed_dtype_ops])
+def test_mixed_dtypes_raise_as_in_eager(fn) -> None:
+    linear = torch.nn.Linear(2, 2)
+    x = torch.randn(2, 2, dtype=torch.double)
+    eager_lst, compiled_lst = [3, 0], [3, 0]
+    expected = outcome(fn, x, eager_lst, linear)
+    actual = outcome(bytegraph.compile(fn, backend="eager"), x, compiled_lst, linear)
+    assert expected[0] == "RuntimeError"
+    assert_same_value(actual, expected)
+    assert_same_value(compiled_lst, eager_lst, "lst after the call")

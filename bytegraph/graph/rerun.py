@@ -1,0 +1,60 @@
+"""When a graph raises at run time, the call runs again as plain Python.
+
+Some ops fail only on data (an index out of range, a negative probability, a
+singular matrix), which a trace on meta tensors cannot see. Eager has done
+everything before the failing op by then: list appends, attribute stores,
+prints. bytegraph replays those *after* the graph, so an exception leaving
+the graph call would lose them. Instead the transformed code catches an
+exception from the graph call and calls the original function with the same
+arguments. The graph call is the first thing the transformed code does, so
+nothing observable has happened yet, and the rerun does exactly what eager
+does: the same state behind it, the same exception from the user's line.
+
+That holds only for a graph that changes nothing outside itself before it
+fails: ``reruns_safely`` refuses graphs with an in-place op (it may have
+written an input already) or a random op (it advanced the generator). Those
+let the exception through, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bytegraph.graph.metadata import op_name, writes_first_argument
+
+# Substrings of the names of ops that draw from the random generator.
+_RANDOM_NAMES = (
+    "rand", "dropout", "bernoulli", "multinomial", "normal", "poisson", "rrelu", "uniform",
+    "exponential", "geometric", "cauchy",
+)
+
+
+def reruns_safely(gm: torch.fx.GraphModule) -> bool:
+    """Whether running ``gm`` partway, then the original code, is the same as the code alone."""
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            return False
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = op_name(node.op, node.target).lower()
+        if writes_first_argument(node.op, node.target) or "out" in node.kwargs:
+            return False
+        if any(word in name for word in _RANDOM_NAMES):
+            return False
+    return True
+
+
+def rerun(
+    fn: Callable[..., Any],
+    positional: tuple,
+    extra: tuple,
+    keyword_names: tuple[str, ...],
+    keyword_values: tuple,
+    extra_keywords: dict[str, Any] | None,
+) -> Any:
+    """``fn`` called with the transformed function's own arguments, unpacked."""
+    keywords = dict(zip(keyword_names, keyword_values))
+    return fn(*positional, *extra, **keywords, **(extra_keywords or {}))
