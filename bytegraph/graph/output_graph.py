@@ -63,6 +63,8 @@ class OutputGraph:
         self.side_effects = SideEffects()
         self.uses_default_device = False  # a factory followed torch.get_default_device()
         self._cells: dict[int, Any] = {}
+        self._input_bases: set[int] = set()  # ids of the meta tensors inputs are views of
+        self.writes_inputs = False  # an op wrote into an input (or a view of one)
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""
@@ -84,10 +86,18 @@ class OutputGraph:
         guard = Guard(kind, source, expected)
         self.guards.setdefault(guard.key, guard)
 
-    def add_input(self, source: Source, example: Any) -> torch.fx.Node:
+    def add_input(self, source: Source, example: Any, meta: Any = None) -> torch.fx.Node:
+        """A placeholder for ``example``; ``meta`` is the meta tensor standing for it."""
         node = self.tracer.create_placeholder(_placeholder_name(source))
         self.inputs.append(GraphInput(source, node, example))
+        if meta is not None:
+            self._input_bases.add(id(base_of(meta)))
         return node
+
+    def note_write(self, written: Any) -> None:
+        """An op wrote into the meta tensor ``written``: remember if that is an input's memory."""
+        if isinstance(written, torch.Tensor) and id(base_of(written)) in self._input_bases:
+            self.writes_inputs = True
 
     def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         return self.tracer.create_node(kind, target, args, kwargs)
@@ -109,6 +119,11 @@ class OutputGraph:
                 graph.erase_node(graph_input.node)
         graph.lint()
         return torch.fx.GraphModule(torch.nn.Module(), graph), used
+
+
+def base_of(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose memory ``t`` views (``t`` itself if it is no view)."""
+    return t if t._base is None else t._base
 
 
 def _placeholder_name(source: Source) -> str:

@@ -11,9 +11,10 @@ nothing observable has happened yet, and the rerun does exactly what eager
 does: the same state behind it, the same exception from the user's line.
 
 That holds only for a graph that changes nothing outside itself before it
-fails: ``reruns_safely`` refuses graphs with an in-place op (it may have
-written an input already) or a random op (it advanced the generator). Those
-let the exception through, as before.
+fails: ``reruns_safely`` refuses graphs that write into an input's memory
+(the trace notes it: ``OutputGraph.writes_inputs``; in-place ops on tensors
+the graph made itself are fine) or draw random numbers (they advanced the
+generator). Those let the exception through, as before.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from bytegraph.graph.metadata import op_name, writes_first_argument
+from bytegraph.graph.metadata import op_name
 
 # Substrings of the names of ops that draw from the random generator.
 _RANDOM_NAMES = (
@@ -32,18 +33,17 @@ _RANDOM_NAMES = (
 )
 
 
-def reruns_safely(gm: torch.fx.GraphModule) -> bool:
+def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:
     """Whether running ``gm`` partway, then the original code, is the same as the code alone."""
+    if writes_inputs:
+        return False
     for node in gm.graph.nodes:
         if node.op == "call_module":
             return False
-        if node.op not in ("call_function", "call_method"):
-            continue
-        name = op_name(node.op, node.target).lower()
-        if writes_first_argument(node.op, node.target) or "out" in node.kwargs:
-            return False
-        if any(word in name for word in _RANDOM_NAMES):
-            return False
+        if node.op in ("call_function", "call_method"):
+            name = op_name(node.op, node.target).lower()
+            if any(word in name for word in _RANDOM_NAMES):
+                return False
     return True
 
 

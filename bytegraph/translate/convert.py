@@ -142,7 +142,8 @@ def _compile(
     # dropped before any backend saw it, so every graph a backend gets is one that runs.
     code = transformed_code(
         fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
-        output.side_effects, tail, fn if gm is not None and reruns_safely(gm) else None,
+        output.side_effects, tail,
+        fn if gm is not None and reruns_safely(gm, output.writes_inputs) else None,
     )
     if gm is not None:
         if logs.enabled("graph_code"):

@@ -289,10 +289,9 @@ def _wrap_tensor(
         output.add_guard(GuardKind.SAME_OBJECT, source, seen.source)
         return seen
     output.add_guard(GuardKind.TENSOR_MATCH, source, TensorSnapshot.of(value))
-    node = output.add_input(source, value)
-    vt = TensorVariable(
-        node, metadata.to_meta(value), value.device, tensor_type=type(value), source=source
-    )
+    meta = metadata.to_meta(value)
+    node = output.add_input(source, value, meta)
+    vt = TensorVariable(node, meta, value.device, tensor_type=type(value), source=source)
     output.tensor_by_id[id(value)] = vt
     return vt
 

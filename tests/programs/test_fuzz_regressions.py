@@ -196,3 +196,31 @@ def test_mixed_dtypes_raise_as_in_eager(fn) -> None:
     assert expected[0] == "RuntimeError"
     assert_same_value(actual, expected)
     assert_same_value(compiled_lst, eager_lst, "lst after the call")
+
+
+def index_fails_after_in_place_on_a_temporary(x, lst, idx):
+    lst.append(1)
+    y = (x + 1).relu_()
+    y.view(-1)[0] = 5.0
+    return y[idx]
+
+
+def index_fails_after_in_place_on_an_input_view(x, lst, idx):
+    lst.append(1)
+    x.t()[0].mul_(2.0)
+    return x[idx]
+
+
+def test_only_writes_into_inputs_keep_a_failing_graph_from_rerunning() -> None:
+    x = torch.ones(2, 2)
+    eager_lst, compiled_lst = [], []
+    fn = index_fails_after_in_place_on_a_temporary
+    expected = outcome(fn, x, eager_lst, torch.tensor([4]))
+    actual = outcome(bytegraph.compile(fn, backend="eager"), x, compiled_lst, torch.tensor([4]))
+    assert expected[0] == "IndexError"
+    assert_same_value(actual, expected)
+    assert compiled_lst == eager_lst == [1], "a temporary's in-place ops do not stop the rerun"
+    compiled = bytegraph.compile(index_fails_after_in_place_on_an_input_view, backend="eager")
+    with pytest.raises(IndexError):
+        compiled(x, compiled_lst, torch.tensor([4]))
+    assert torch.equal(x, torch.tensor([[2.0, 1.0], [2.0, 1.0]])), "written once, not rerun"
