@@ -2,10 +2,17 @@
 
 ``generate(seed, index)`` is a pure function of its arguments (one
 ``random.Random`` seeded from both), so a failure is named by its seed and
-index. A program is ``def f(x, y, w, n, lst, dct, obj)`` (two tensors of the
-same shape, a vector that may require grad, an int, a list of ints, a dict
-and an ``Obj``) plus up to three module-level helpers, over the fixed
-``tree.PRELUDE``. Expression productions are tables of
+index. A program is ``def f(x, y, w, n, lst, dct, obj, opt=None, mod=None)``
+(two tensors of the same shape, possibly the same tensor, possibly float64 or
+requiring grad; a vector that may require grad; an int, a list of ints, a
+dict, an ``Obj``, an optional vector and a ``Net`` module) plus up to three
+module-level helpers (some with defaults and keyword-only arguments, some
+generators, some decorated), over ``tree.PRELUDE`` and the snippets of
+``prelude.py`` it names. The third call changes shapes, ints, list length,
+dict keys, dtype, requires_grad, aliasing, ``opt`` to None, attribute types
+and ``mod.training``. The wider families of productions live in
+``families.py`` (expressions) and ``statements.py`` (statements); this
+module holds the core ones. Expression productions are tables of
 ``(weight, template, argument kinds)``; statements are small functions that
 pick a production and may open a block. Scoping is kept simple: names bound
 inside a block are visible only in it, so every generated name is bound
