@@ -48,9 +48,10 @@ TENSOR: list[Production] = [
     (1, "{0}.detach()", "T"), (1, "{0}.double().float()", "T"), (1, "torch.zeros_like({0})", "T"),
     (1, "torch.ones(x.shape)", ""), (1, "torch.full_like({0}, {1})", "TF"),
     (2, "({0} if {1} else {2})", "TBT"),
-    (1, "torch.stack([{0} * i for i in range(1, 3)]).sum(0)", "T"),
-    (1, "sum([{0} * i for i in range(3)])", "T"), (1, "{0}.clone()", "T"), (1, "{0}[::1]", "T"),
-    (1, "{0}.masked_fill({1} > 0, {2})", "TTF"), (1, "(lambda z: z * {1})({0})", "TI"),
+    (1, "torch.stack([z * i for z in [{0}] for i in range(1, 3)]).sum(0)", "T"),
+    (1, "sum([z * i for z in [{0}] for i in range(3)])", "T"), (1, "{0}.clone()", "T"),
+    (1, "{0}[::1]", "T"),
+    (1, "{0}.masked_fill({1} > 0, {2})", "TTF"), (1, "(lambda z, c={1}: z * c)({0})", "TI"),
 ]
 TENSOR_MAIN: list[Production] = [
     (2, "obj.scale({0})", "T"), (1, "({0} * obj.t)", "T"), (1, "({0} + dct['b'])", "T"),
@@ -195,7 +196,7 @@ class Generator(FamilyStatements):
         if scope.depth < MAX_BLOCK_DEPTH:
             makers += [(4, self.if_stmt), (3, self.for_stmt), (1, self.while_stmt),
                        (3, self.with_stmt), (2, self.try_stmt)]
-            if scope.main and not scope.closure:
+            if scope.main and not scope.closure and scope.depth == 0:
                 makers.append((1, self.closure_def))
         if scope.in_loop:
             makers.append((2, self.loop_exit))

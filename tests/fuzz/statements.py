@@ -107,7 +107,7 @@ SHAPES: list[Template] = [
 ]
 FUNCTIONS: list[Template] = [
     ("def gbump$(v):\n    global G\n    G += v\nfor i$ in range(3):\n    gbump$(i$)", ""),
-    ("fs$ = [lambda z, i=i: z + i for i in range(3)]\nout = out + sum(g(out) for g in fs$)", ""),
+    ("fs$ = [lambda z, i=i: z + i for i in range(3)]\nfor g$ in fs$:\n    out = out + g$(out)", ""),
     ("for g$ in gen_more({0}, 2):\n    out = out + g$", "T"),
     ("acc.append(sum(1 for _ in gen_rows({0})))", "T"),
 ]
@@ -149,7 +149,7 @@ class FamilyStatements:
         if scope.main:
             makers += [(4, self.builtins_op), (3, self.objects_op), (2, self.modules_op),
                        (2, self.grads_op), (2, self.functions_op), (1, self.del_stmt)]
-            if not scope.closure:
+            if not scope.closure and scope.depth == 0:
                 makers.append((1, self.cells_op))
         if scope.depth < 2:
             makers += [(1, self.while_true), (1, self.for_else), (1, self.match_stmt),
