@@ -16,7 +16,7 @@ import pytest
 import bytegraph
 from tests.fuzz.campaign import run_campaign
 from tests.fuzz.grammar import generate
-from tests.fuzz.runner import Observed, Outcome, compare, run_source
+from tests.fuzz.runner import Observed, Outcome, compare, compare_world, normalize, run_source
 from tests.fuzz.shrink import shrink
 from tests.fuzz.tree import PRELUDE, Program, count_nodes
 
@@ -51,6 +51,40 @@ def inputs_1():
 
 inputs_2 = inputs_3 = inputs_1
 '''
+
+
+FAMILIES = [
+    "match ", "yield", "lambda", "sorted(", "enumerate(", "zip(", "isinstance(", "getattr(",
+    "setattr(", "delattr(", "divmod(", "round(", ".format(", 'f"', ".join(", ".split(",
+    ", *", ":=", "Stats(", "Child(", "Slotted(", "Config(", "dataclasses.replace", "Point(",
+    "Mode.", "Key(", "@traced", "@scaled", "star_sum(", "affine(", "rec(", "gen_more(",
+    "make_counter()", "nonlocal", "mod(", "mod.training", "register_buffer", ".backward()",
+    "w.grad", "torch.no_grad()", "scatter", "gather", "index_add", "topk", "sort(", ".tolist()",
+    "unbind", "chunk(", "split(", "F.", ".T", "permute", "raise", "from None", "assert ",
+    "else:", "finally:", "while True:", "del ", "return x", "opt is None",
+]
+
+
+def test_grammar_reaches_every_family() -> None:
+    programs = [generate(3, index) for index in range(300)]
+    sources = "\n".join(program.source() for program in programs)
+    missing = [marker for marker in FAMILIES if marker not in sources]
+    assert not missing, missing
+    inputs = [program.calls[2] for program in programs]
+    assert any(c.x_double for c in inputs) and any(c.x_grad for c in inputs)
+    assert any(c.alias for c in inputs) and any(not c.opt for c in inputs)
+
+
+def test_runner_compares_grads_and_namedtuples() -> None:
+    import collections
+
+    import torch
+
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    a.grad, b.grad = torch.ones(2), torch.zeros(2)
+    assert compare_world(((a,), {}, None), ((b,), {}, None))[0] == "wrong:grad"
+    point = collections.namedtuple("Point", "a b")
+    assert normalize(point(1, [2]), {}) == ("Point", 1, [2])
 
 
 def test_runner_agrees_on_a_correct_program() -> None:
