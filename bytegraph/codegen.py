@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
+import torch
 import torch.fx
 
 from bytegraph.bytecode import assemble
 from bytegraph.exc import InternalError
-from bytegraph.graph.rerun import rerun
+from bytegraph.graph.rerun import OnGraphError, rerun
 
 if TYPE_CHECKING:
     from bytegraph.graph.output_graph import GraphInput
@@ -99,8 +100,16 @@ class PyCodegen:
         if guarded is not None:
             self.append(bc.TryEnd(guarded))
 
-    def rerun_original(self, template: types.CodeType, original: Callable[..., Any]) -> None:
-        """Drop the graph's exception and ``return original(<the function's arguments>)``."""
+    def handle_graph_error(self, template: types.CodeType, plan: OnGraphError) -> None:
+        """The handler of the graph call: restore grad mode, then rerun or re-raise."""
+        if plan.grad_mode is not None:
+            self.append(*assemble.push_null())
+            self.load_const(torch._C._set_grad_enabled)
+            self.load_const(plan.grad_mode)
+            self.append(*assemble.call(1), bc.Instr("POP_TOP"))
+        if plan.rerun is None:
+            self.append(bc.Instr("RAISE_VARARGS", 1))
+            return
         names = template.co_varnames
         positional = names[: template.co_argcount]
         index = template.co_argcount + template.co_kwonlyargcount
@@ -109,7 +118,7 @@ class PyCodegen:
         extra_keywords = names[index + bool(extra)] if template.co_flags & 0x08 else None
         self.append(bc.Instr("POP_TOP"), *assemble.push_null())
         self.load_const(rerun)
-        self.load_const(original)
+        self.load_const(plan.rerun)
         self.append(*(bc.Instr("LOAD_FAST", n) for n in positional))
         self.append(bc.Instr("BUILD_TUPLE", len(positional)))
         self.append(bc.Instr("LOAD_FAST", extra) if extra else bc.Instr("LOAD_CONST", ()))
@@ -130,21 +139,21 @@ def transformed_code(
     graph_outputs: dict[torch.fx.Node, int],
     side_effects: SideEffects,
     emit_tail: Callable[[PyCodegen], None],
-    rerun_on_error: Callable[..., Any] | None = None,
+    on_graph_error: OnGraphError | None = None,
 ) -> types.CodeType:
     """Code that runs the graph, then whatever ``emit_tail`` emits (return or break).
 
-    With ``rerun_on_error``, an exception from the graph call reruns that function
-    (the original) as plain Python on the same arguments (graph/rerun.py).
+    ``on_graph_error`` says how an exception from the graph call is handled
+    (graph/rerun.py); None lets it through.
     """
     codegen = PyCodegen(side_effects, graph_outputs)
-    on_error = bc.Label() if rerun_on_error is not None else None
+    on_error = bc.Label() if on_graph_error is not None and compiled is not None else None
     if compiled is not None:
         codegen.call_graph(compiled, inputs, on_error)
     emit_tail(codegen)
-    if on_error is not None and compiled is not None:
+    if on_error is not None:
         codegen.append(on_error)
-        codegen.rerun_original(template, rerun_on_error)
+        codegen.handle_graph_error(template, on_graph_error)
     try:
         return assemble.assemble(template, codegen.instructions)
     except Exception as e:  # the bytecode package rejected what we emitted

@@ -209,19 +209,69 @@ def writes_first_argument(kind: str, target: Any) -> bool:
     return target in _WRITES_FIRST_ARGUMENT or (name.endswith("_") and not name.endswith("__"))
 
 
+def base_of(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose memory ``t`` views (``t`` itself if it is no view)."""
+    return t if t._base is None else t._base
+
+
+# In-place ops that eager refuses when a source argument shares any memory with the
+# tensor written; the others accept a source that is exactly the written view (x += x).
+_NO_SHARED_SOURCE = frozenset({
+    "index_add_", "index_copy_", "index_put_", "put_", "scatter_", "scatter_add_",
+    "scatter_reduce_", "masked_scatter_",
+})
+
+
 def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
-    """Break before a write into an internally overlapping tensor: let eager decide."""
-    written = [kwargs.get("out")]
+    """Break before a write eager may refuse for overlapping memory: let eager decide.
+
+    The written tensor may overlap itself (an expand) or share memory with another
+    argument (``x.add_(x.t())``); meta kernels check neither.
+    """
     name = op_name(kind, target)
-    if writes_first_argument(kind, target) and name not in _WRITES_OVERLAP_SAFELY and args:
-        written.append(args[0])
-    for tensor in _leaves(written, []):
-        if isinstance(tensor, torch.Tensor) and torch._debug_has_internal_overlap(tensor) == 1:
-            raise Unsupported(
-                "operator_failed",
-                f"{name} writes into a tensor whose elements share memory (an expanded "
-                "tensor, say), which eager usually refuses",
-            )
+    sources = {**kwargs}
+    written = sources.pop("out", None)
+    if not isinstance(written, torch.Tensor):
+        if not (args and writes_first_argument(kind, target)):
+            return
+        written, args = args[0], args[1:]
+        if not isinstance(written, torch.Tensor):
+            return
+        if name in ("setitem", "__setitem__") and args:
+            written, args = _item_written(written, args[0]), args[1:]
+    refused = (
+        name not in _WRITES_OVERLAP_SAFELY and torch._debug_has_internal_overlap(written) == 1
+    ) or any(
+        _shares_memory_refused(name, written, source) for source in _leaves((args, sources), [])
+    )
+    if refused:
+        raise Unsupported(
+            "operator_failed",
+            f"{name} writes into a tensor whose memory overlaps itself or another "
+            "argument (an expand, a transposed copy...), which eager usually refuses",
+        )
+
+
+def _item_written(tensor: torch.Tensor, index: Any) -> torch.Tensor:
+    """The view ``tensor[index] = v`` writes through (``tensor`` itself for a tensor index)."""
+    if any(isinstance(i, torch.Tensor) for i in _leaves(index, [])):
+        return tensor
+    try:
+        return tensor[index]
+    except Exception:  # noqa: BLE001  (an index eager refuses: the op itself fails later)
+        return tensor
+
+
+def _shares_memory_refused(name: str, written: torch.Tensor, source: Any) -> bool:
+    if not isinstance(source, torch.Tensor) or base_of(source) is not base_of(written):
+        return False
+    if name in _NO_SHARED_SOURCE:
+        return True
+    same_view = (
+        source.shape == written.shape and source.stride() == written.stride()
+        and source.storage_offset() == written.storage_offset()
+    )
+    return not same_view
 
 
 # Ops whose floating-point tensor arguments must share one dtype: eager raises on a mix

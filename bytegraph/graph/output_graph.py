@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from bytegraph.graph.metadata import base_of
 from bytegraph.guards.guard import Guard, GuardKind
 from bytegraph.guards.sources import Source
 from bytegraph.side_effects import SideEffects
@@ -119,11 +120,6 @@ class OutputGraph:
                 graph.erase_node(graph_input.node)
         graph.lint()
         return torch.fx.GraphModule(torch.nn.Module(), graph), used
-
-
-def base_of(t: torch.Tensor) -> torch.Tensor:
-    """The tensor whose memory ``t`` views (``t`` itself if it is no view)."""
-    return t if t._base is None else t._base
 
 
 def _placeholder_name(source: Source) -> str:

@@ -15,10 +15,16 @@ fails: ``reruns_safely`` refuses graphs that write into an input's memory
 (the trace notes it: ``OutputGraph.writes_inputs``; in-place ops on tensors
 the graph made itself are fine) or draw random numbers (they advanced the
 generator). Those let the exception through, as before.
+
+Either way, a graph that switches grad mode (a ``no_grad`` block inside it)
+may fail between the switch and the switch back: the handler first puts the
+mode back to what it was when the graph started, which the entry's guards
+fix at trace time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +37,25 @@ _RANDOM_NAMES = (
     "rand", "dropout", "bernoulli", "multinomial", "normal", "poisson", "rrelu", "uniform",
     "exponential", "geometric", "cauchy",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class OnGraphError:
+    """What the transformed code does when its graph call raises."""
+
+    grad_mode: bool | None  # the mode to put back first (None: the graph never switches it)
+    rerun: Callable[..., Any] | None  # the original function to run instead, or None: re-raise
+
+    @staticmethod
+    def plan(
+        gm: torch.fx.GraphModule, writes_inputs: bool, original: Callable[..., Any]
+    ) -> OnGraphError | None:
+        switches = any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
+        grad_mode = torch.is_grad_enabled() if switches else None
+        rerun = original if reruns_safely(gm, writes_inputs) else None
+        if grad_mode is None and rerun is None:
+            return None
+        return OnGraphError(grad_mode, rerun)
 
 
 def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:

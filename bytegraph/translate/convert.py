@@ -24,7 +24,7 @@ from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
-from bytegraph.graph.rerun import reruns_safely
+from bytegraph.graph.rerun import OnGraphError
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource
@@ -143,7 +143,7 @@ def _compile(
     code = transformed_code(
         fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
         output.side_effects, tail,
-        fn if gm is not None and reruns_safely(gm, output.writes_inputs) else None,
+        OnGraphError.plan(gm, output.writes_inputs, fn) if gm is not None else None,
     )
     if gm is not None:
         if logs.enabled("graph_code"):

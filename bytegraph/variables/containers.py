@@ -150,12 +150,12 @@ class BaseSequenceVariable(VariableTracker):
     def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
         items = self.items_now(tx)
         key = index.as_python_constant()
-        if isinstance(key, slice):
-            return self.with_items(tuple(items[key]))
         try:
+            if isinstance(key, slice):
+                return self.with_items(tuple(items[key]))
             return items[_index(index)]
-        except IndexError:
-            raise Unsupported("unsupported_value", "index out of range (raises in eager)") from None
+        except (IndexError, TypeError, ValueError) as e:  # a float bound, a zero step...
+            raise Unsupported("unsupported_value", f"item {key!r} raises in eager: {e}") from None
 
     def with_items(self, items: tuple[VariableTracker, ...]) -> BaseSequenceVariable:
         """A new sequence of the same kind, created during tracing."""

@@ -8,6 +8,7 @@ message, compiled.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import pytest
@@ -224,3 +225,154 @@ def test_only_writes_into_inputs_keep_a_failing_graph_from_rerunning() -> None:
     with pytest.raises(IndexError):
         compiled(x, compiled_lst, torch.tensor([4]))
     assert torch.equal(x, torch.tensor([[2.0, 1.0], [2.0, 1.0]])), "written once, not rerun"
+
+
+# -- in-place writes whose source shares the written memory (W1, W2, W3) ------------------
+
+
+def index_add_of_itself_after_extend(x, lst, y):  # seed 100, index 519
+    lst.extend([1, 1])
+    x.index_add_(0, torch.arange(x.shape[0]), x)
+    return x
+
+
+def scatter_of_itself_caught(x, lst, y):  # seed 102, index 978
+    try:
+        x.scatter_(1, x.argsort(1), x)
+    except RuntimeError as e:
+        lst.append(str(e))
+    return x + 1
+
+
+@torch.no_grad()
+def index_add_no_grad(x, y):
+    y.index_add_(0, torch.arange(x.shape[0]), x)
+    return y
+
+
+def index_add_of_an_alias_in_no_grad(x, lst, y):  # seed 103, index 87, called with y is x
+    lst.append(1)
+    return x + index_add_no_grad(x, y)
+
+
+def add_of_a_transposed_self(x, lst, y):
+    lst.append(2)
+    x.add_(x.t())
+    return x
+
+
+def add_of_itself_stays_in_the_graph(x, lst, y):
+    x.add_(x)
+    x += x
+    x[0].mul_(x[0])
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn", [index_add_of_itself_after_extend, scatter_of_itself_caught,
+           index_add_of_an_alias_in_no_grad, add_of_a_transposed_self,
+           add_of_itself_stays_in_the_graph],
+)
+def test_writes_overlapping_another_argument_behave_as_eager(fn) -> None:
+    base = torch.randn(4, 4)
+    results = []
+    for compiled in (False, True):
+        x = base.clone()
+        lst: list = []
+        run = bytegraph.compile(fn, backend="eager") if compiled else fn
+        results.append((outcome(run, x, lst, x), x, lst, torch.is_grad_enabled()))
+        torch.set_grad_enabled(True)
+    assert_same_value(results[1], results[0])
+
+
+def test_a_write_into_itself_is_one_graph(counting_backend) -> None:
+    compiled = bytegraph.compile(
+        add_of_itself_stays_in_the_graph, backend=counting_backend, fullgraph=True
+    )
+    x = torch.randn(3, 3)
+    expected = add_of_itself_stays_in_the_graph(x.clone(), [], None)
+    assert_same_value(compiled(x, [], None), expected)
+    assert counting_backend.calls == 1
+
+
+# -- a graph failing inside a no_grad block puts grad mode back ---------------------------
+
+
+def fails_in_no_grad_after_a_write(x, lst, idx):  # no rerun: it wrote into x
+    with torch.no_grad():
+        x.mul_(2.0)
+        y = x[idx]
+    return y
+
+
+def fails_in_no_grad_then_catches(x, lst, idx):
+    try:
+        with torch.no_grad():
+            y = x[idx] * 2
+    except IndexError:
+        y = x * 3  # eager computes this with grad enabled again
+    lst.append(y.requires_grad)
+    return y
+
+
+@pytest.mark.parametrize("fn", [fails_in_no_grad_after_a_write, fails_in_no_grad_then_catches])
+def test_a_graph_failing_in_no_grad_restores_grad_mode(fn) -> None:
+    base = torch.randn(3, requires_grad=True)
+    results = []
+    for compiled in (False, True):
+        x = base.detach().clone().requires_grad_(fn is fails_in_no_grad_then_catches)
+        lst: list = []
+        run = bytegraph.compile(fn, backend="eager") if compiled else fn
+        results.append((outcome(run, x, lst, torch.tensor([5])), lst, torch.is_grad_enabled()))
+        torch.set_grad_enabled(True)
+    assert_same_value(results[1], results[0])
+
+
+# -- a slice of a constant list that eager refuses ------------------------------------------
+
+
+def slice_with_a_float_bound(x, lst, bound):  # seed 104, index 690
+    acc = []
+    acc.extend("a b c".split()[:bound % 3])
+    return x + len(acc)
+
+
+def slice_with_a_zero_step(x, lst, step):
+    return x + len([1, 2, 3][::step])
+
+
+@pytest.mark.parametrize(
+    ("fn", "value"), [(slice_with_a_float_bound, 2.5), (slice_with_a_zero_step, 0)]
+)
+def test_a_slice_eager_refuses_raises_the_same_error(fn, value) -> None:
+    x = torch.randn(2)
+    expected = outcome(fn, x, [], value)
+    assert expected[0] in ("TypeError", "ValueError")
+    assert_same_value(outcome(bytegraph.compile(fn, backend="eager"), x, [], value), expected)
+
+
+def item_stores_from_views_of_itself(x):
+    x[0] += 1
+    x[:, 1:] *= 2
+    x[1] = x[1] * 3
+    return x
+
+
+def item_store_from_an_overlapping_view(x):
+    x[1:] = x[:-1]
+    return x
+
+
+@pytest.mark.parametrize(
+    ("fn", "stores_in_graph"),
+    [(item_stores_from_views_of_itself, 3), (item_store_from_an_overlapping_view, 0)],
+)
+def test_item_stores_from_views_of_the_same_tensor(fn, stores_in_graph, counting_backend) -> None:
+    x = torch.randn(3, 4)
+    expected = outcome(fn, x.clone())
+    assert_same_value(outcome(bytegraph.compile(fn, backend=counting_backend), x.clone()), expected)
+    stores = [
+        n for gm in counting_backend.graphs for n in gm.graph.nodes
+        if n.target is operator.setitem
+    ]
+    assert len(stores) == stores_in_graph
