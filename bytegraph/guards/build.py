@@ -19,7 +19,13 @@ from typing import Any
 import torch
 
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
-from bytegraph.guards.sources import ClosureCellSource, LocalSource, Source
+from bytegraph.guards.sources import (
+    KEPT_CONSTANTS,
+    ClosureCellSource,
+    LocalSource,
+    Source,
+    local_name,
+)
 
 _SINGLETONS = (None, True, False, Ellipsis)
 
@@ -204,6 +210,7 @@ class GuardFunction:
     def describe(self, part: str) -> str:
         """A guard expression with its constants and frame names written out."""
         text = re.sub(r"___c(\d+)", lambda m: _readable(self.constants[int(m.group(1))]), part)
+        text = re.sub(r"___K\[(\d+)\]", lambda m: _readable(KEPT_CONSTANTS[int(m.group(1))]), text)
         text = text.replace("___G[", "globals()[").replace("___B[", "builtins[")
         return re.sub(r"___cell_(\w+)", r"<cell \1>", text)
 
@@ -277,7 +284,7 @@ def _maker(
         for name, cell in zip(code.co_freevars, fn.__closure__ or ())
     }
     const_names = [f"___c{i}" for i in range(len(constants))]
-    outer = ["___G", "___B", *const_names, *cells]
+    outer = ["___G", "___B", "___K", *const_names, *cells]
     f_builtins = fn.__globals__.get("__builtins__", builtins.__dict__)
     if isinstance(f_builtins, types.ModuleType):
         f_builtins = f_builtins.__dict__
@@ -295,7 +302,9 @@ def _maker(
         )
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<bytegraph guard for {code.co_name}>", "exec"), namespace)
-        guard = namespace["___make"](fn.__globals__, f_builtins, *constants, *cells.values())
+        guard = namespace["___make"](
+            fn.__globals__, f_builtins, KEPT_CONSTANTS, *constants, *cells.values()
+        )
         # A call the signature rejects raises here first, and CPython's TypeError names
         # the function by its __qualname__: it must read as the user's function.
         guard.__qualname__ = fn.__qualname__
@@ -308,7 +317,7 @@ def _maker(
 
 def _signature_text(code: types.CodeType) -> str:
     """The parameter list of ``code`` as source text (defaults are set afterwards)."""
-    names = code.co_varnames
+    names = [local_name(name) for name in code.co_varnames]
     positional = list(names[: code.co_argcount])
     if code.co_posonlyargcount:
         positional.insert(code.co_posonlyargcount, "/")

@@ -2,19 +2,66 @@
 
 A Source is a small immutable record. ``expr()`` is a Python expression over
 the frame's arguments (and ``___G``, the function's globals, ``___B``, the
-builtins) used by guards and logs; ``reconstruct(codegen)`` emits bytecode
-that loads the value inside a transformed function.
+builtins, ``___K``, the constants no literal can spell) used by guards and
+logs; ``reconstruct(codegen)`` emits bytecode that loads the value inside a
+transformed function.
+
+The text must compile whatever the frame and its values are: a local that is
+no identifier (a comprehension's ``.0``) reads as ``local_name(name)``, and a
+constant (a dict key) is written by ``const_expr``: a literal only where the
+literal reads back as the very value.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
+
+# Constants that ``const_expr`` refers to as ``___K[i]``; kept alive so that ids stay
+# unique, and read by identity, so a NaN key finds its own dict entry.
+KEPT_CONSTANTS: list[Any] = []
+_KEPT_INDEX: dict[int, int] = {}
+_LITERAL_TYPES = (type(None), bool, int, str, bytes)
+
+
+def local_name(name: str) -> str:
+    """``name`` as a Python identifier: itself, or escaped (``.0`` -> ``___local__2e_0``)."""
+    if name.isidentifier():
+        return name
+    escaped = "".join(c if c.isalnum() or c == "_" else f"_{ord(c):x}_" for c in name)
+    return f"___local_{escaped}"
+
+
+def const_expr(value: Any) -> str:
+    """Python text for the constant ``value``: its repr where that is a literal of it, else
+    ``___K[i]``."""
+    if _is_literal(value):
+        return repr(value)
+    index = _KEPT_INDEX.get(id(value))
+    if index is None:
+        index = _KEPT_INDEX[id(value)] = len(KEPT_CONSTANTS)
+        KEPT_CONSTANTS.append(value)
+    return f"___K[{index}]"
+
+
+def _is_literal(value: Any) -> bool:
+    """Whether ``repr(value)`` evaluates to an equal value of the same type."""
+    kind = type(value)
+    if kind in _LITERAL_TYPES:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # nan and inf have no literal
+    if kind is complex:
+        return math.isfinite(value.real) and math.isfinite(value.imag)
+    if kind is tuple:
+        return all(_is_literal(item) for item in value)
+    return False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,7 +87,7 @@ class LocalSource(Source):
     name: str
 
     def expr(self) -> str:
-        return self.name
+        return local_name(self.name)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.append(bc.Instr("LOAD_FAST", self.name))
@@ -134,7 +181,7 @@ class GetItemSource(ChildSource):
     index: object
 
     def expr(self) -> str:
-        return f"{self.base.expr()}[{self.index!r}]"
+        return f"{self.base.expr()}[{const_expr(self.index)}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         self.base.reconstruct(codegen)

@@ -262,7 +262,7 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
             return UserDefinedClassVariable(value, source=source, mutation_type=EXISTING_OBJECT)
         return ClassVariable(value, source=source)
     if isinstance(value, types.FunctionType):
-        if getattr(value, "__module__", "").startswith("torch"):
+        if (getattr(value, "__module__", None) or "").startswith("torch"):
             # torch internals are either graph functions (above) or not traced at all.
             return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
         return UserFunctionVariable(value, source=source)

@@ -34,7 +34,7 @@ import bytecode as bc
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import ChildSource, Source
+from bytegraph.guards.sources import ChildSource, Source, const_expr
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
@@ -74,7 +74,7 @@ class MappingItemSource(ChildSource):
     key: Any
 
     def expr(self) -> str:
-        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
+        return f"dict.__getitem__({self.base.expr()}, {const_expr(self.key)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.append(*assemble.push_null())
