@@ -100,13 +100,17 @@ class PyCodegen:
         if guarded is not None:
             self.append(bc.TryEnd(guarded))
 
+    def set_grad_mode(self, mode: bool) -> None:
+        """``torch._C._set_grad_enabled(mode)``"""
+        self.append(*assemble.push_null())
+        self.load_const(torch._C._set_grad_enabled)
+        self.load_const(mode)
+        self.append(*assemble.call(1), bc.Instr("POP_TOP"))
+
     def handle_graph_error(self, template: types.CodeType, plan: OnGraphError) -> None:
         """The handler of the graph call: restore grad mode, then rerun or re-raise."""
         if plan.grad_mode is not None:
-            self.append(*assemble.push_null())
-            self.load_const(torch._C._set_grad_enabled)
-            self.load_const(plan.grad_mode)
-            self.append(*assemble.call(1), bc.Instr("POP_TOP"))
+            self.set_grad_mode(plan.grad_mode)
         if plan.rerun is None:
             self.append(bc.Instr("RAISE_VARARGS", 1))
             return

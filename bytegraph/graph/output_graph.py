@@ -106,6 +106,10 @@ class OutputGraph:
     def count_calls(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
 
+    def grad_mode_switches(self) -> list[bool]:
+        """The modes the graph's ``torch._C._set_grad_enabled`` nodes switch to, in order."""
+        return [n.args[0] for n in self.graph.nodes if n.target is torch._C._set_grad_enabled]
+
     def finish_graph(
         self, outputs: list[torch.fx.Node]
     ) -> tuple[torch.fx.GraphModule, list[GraphInput]]:

@@ -130,10 +130,14 @@ def _compile(
 ) -> CacheEntry:
     """Compile the graph and generate the code of one entry."""
     output = tx.output
-    if output.count_calls() == 0 and require_graph:
+    switches = output.grad_mode_switches()
+    has_ops = output.count_calls() > len(switches)
+    if not has_ops and require_graph:
         return _entry(fn, output, fn, breaks=breaks)
     pending, inputs, gm, outputs = None, [], None, []
-    if output.count_calls():
+    if not has_ops and switches:  # no graph for switches alone: set the last mode directly
+        tail = _after_setting_grad_mode(switches[-1], tail)
+    if has_ops:
         tensors = reachable_tensors(roots, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
@@ -160,6 +164,16 @@ def _compile(
         )
     graphs = (gm,) if gm is not None else ()
     return _entry(fn, output, _function_like(fn, code), graphs, breaks)
+
+
+def _after_setting_grad_mode(
+    mode: bool, tail: Callable[[PyCodegen], None]
+) -> Callable[[PyCodegen], None]:
+    def emit(codegen: PyCodegen) -> None:
+        codegen.set_grad_mode(mode)
+        tail(codegen)
+
+    return emit
 
 
 class _PendingGraph:
