@@ -10,7 +10,7 @@ returns.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -83,6 +83,36 @@ class PyCodegen:
         for arg in args:
             self(arg)
         self.append(*assemble.call(len(args)))
+
+    def build_object(
+        self,
+        vt: VariableTracker,
+        build: Callable[[], None],
+        attributes: Callable[[], Iterable[tuple[str, VariableTracker]]],
+    ) -> None:
+        """Leave ``vt``'s new object on the stack: ``build()``, then each attribute stored.
+
+        Attributes are stored with ``object.__setattr__``. A value that leads back to
+        an object being built (``e.__context__ = e``) reloads it, so cycles close.
+        """
+        rebuilding = self.side_effects.rebuilding
+        temp = rebuilding.get(id(vt))
+        if temp is not None:
+            self.append(bc.Instr("LOAD_FAST", temp))
+            return
+        temp = rebuilding[id(vt)] = f"___obj{id(vt)}"
+        build()
+        self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
+        try:
+            for name, value in attributes():
+                self.append(*assemble.push_null())
+                self.load_const(object.__setattr__)
+                self.append(bc.Instr("LOAD_FAST", temp))
+                self.load_const(name)
+                self(value)
+                self.append(*assemble.call(3), bc.Instr("POP_TOP"))
+        finally:
+            del rebuilding[id(vt)]
 
     def call_graph(
         self, compiled: Any, inputs: list[GraphInput], on_error: bc.Label | None

@@ -23,9 +23,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-import bytecode as bc
-
-from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import VariableTracker
@@ -80,24 +77,11 @@ class ExceptionInstanceVariable(VariableTracker):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute."""
-        rebuilding = codegen.side_effects.rebuilding
-        temp = rebuilding.get(id(self))
-        if temp is not None:  # a cycle (``e.__context__ = e``) back to this object
-            codegen.append(bc.Instr("LOAD_FAST", temp))
-            return
-        temp = rebuilding[id(self)] = f"___exc{id(self)}"
-        codegen.call_const(self.exc_type, list(self.args))
-        codegen.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
-        try:
-            for name, value in _replay_order(codegen.side_effects.pending_attrs(self)):
-                codegen.append(*assemble.push_null())
-                codegen.load_const(object.__setattr__)
-                codegen.append(bc.Instr("LOAD_FAST", temp))
-                codegen.load_const(name)
-                codegen(value)
-                codegen.append(*assemble.call(3), bc.Instr("POP_TOP"))
-        finally:
-            del rebuilding[id(self)]
+        codegen.build_object(
+            self,
+            lambda: codegen.call_const(self.exc_type, list(self.args)),
+            lambda: _replay_order(codegen.side_effects.pending_attrs(self)),
+        )
 
     def __repr__(self) -> str:
         return f"ExceptionInstanceVariable({self.exc_type.__name__})"

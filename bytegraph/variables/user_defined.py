@@ -35,9 +35,6 @@ import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import bytecode as bc
-
-from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
@@ -608,26 +605,15 @@ class UserDefinedObjectVariable(VariableTracker):
             return
         if self.cls_vt is None:
             raise Unsupported("unsupported_value", f"rebuilding a {self.cls.__qualname__}")
-        rebuilding = codegen.side_effects.rebuilding
-        temp = rebuilding.get(id(self))
-        if temp is not None:  # a cycle back to an object being rebuilt: reload it
-            codegen.append(bc.Instr("LOAD_FAST", temp))
-            return
-        temp = rebuilding[id(self)] = f"___obj{id(self)}"
-        codegen.call_const(object.__new__, [self.cls_vt])
-        codegen.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
-        try:
-            for name, value in codegen.side_effects.pending_attrs(self).items():
-                if value is DELETED:
-                    continue
-                codegen.append(*assemble.push_null())
-                codegen.load_const(object.__setattr__)
-                codegen.append(bc.Instr("LOAD_FAST", temp))
-                codegen.load_const(name)
-                codegen(value)
-                codegen.append(*assemble.call(3), bc.Instr("POP_TOP"))
-        finally:
-            del rebuilding[id(self)]
+        codegen.build_object(
+            self,
+            lambda: codegen.call_const(object.__new__, [self.cls_vt]),
+            lambda: (
+                (name, value)
+                for name, value in codegen.side_effects.pending_attrs(self).items()
+                if value is not DELETED
+            ),
+        )
 
     def __repr__(self) -> str:
         where = "new" if self.is_new else str(self.source)
