@@ -139,27 +139,58 @@ def test_a_bad_call_raises_eagers_type_error(args, kwargs) -> None:
     assert str(later.value) == str(expected.value)
 
 
-def test_threads_never_outgrow_the_recompile_limit() -> None:
-    """Eight threads, changing shapes and ints: one lock keeps the cache consistent."""
-    compiled = bytegraph.compile(scaled_sum, backend="eager")
+def with_a_break(x, n):
+    y = x * n
+    bytegraph.graph_break()  # the resume function has a cache of its own, shared by threads
+    return y + x.sum()
+
+
+class Scale(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(1))
+
+    def forward(self, x, n):
+        return x * self.weight * n
+
+
+def run_threads(compiled, reference, threads: int = 8, steps: int = 30) -> None:
+    """Each thread calls ``compiled`` with changing shapes and ints, checking it against eager."""
     failures: list[BaseException] = []
 
     def worker(seed: int) -> None:
         try:
-            for step in range(30):
+            for step in range(steps):
                 x = torch.randn(1 + (seed + step) % 12)
                 n = (seed * step) % 5
-                torch.testing.assert_close(compiled(x, n), scaled_sum(x, n), rtol=0, atol=0)
+                torch.testing.assert_close(compiled(x, n), reference(x, n), rtol=0, atol=0)
         except BaseException as e:  # noqa: BLE001  (reported by the main thread)
             failures.append(e)
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
+    pool = [threading.Thread(target=worker, args=(seed,)) for seed in range(threads)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the recompile-limit warning
-        for thread in threads:
+        for thread in pool:
             thread.start()
-        for thread in threads:
+        for thread in pool:
             thread.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not any(t.is_alive() for t in pool), "a thread hung"
     assert failures == []
+
+
+@pytest.mark.parametrize("fn", [scaled_sum, with_a_break])
+def test_threads_never_outgrow_the_recompile_limit(fn) -> None:
+    """Eight threads, changing shapes and ints: one lock keeps every cache consistent."""
+    compiled = bytegraph.compile(fn, backend="eager")
+    run_threads(compiled, fn)
     assert len(compiled.entries) == bytegraph.config.recompile_limit
+    for resume in compiled.resume_cache.values():
+        assert len(resume.entries) <= bytegraph.config.recompile_limit
+
+
+def test_threads_share_a_compiled_module() -> None:
+    module = Scale()
+    compiled = bytegraph.compile(module, backend="eager")
+    with torch.no_grad():
+        run_threads(compiled, module)
+    assert len(compiled._compiled_forward.entries) == bytegraph.config.recompile_limit
