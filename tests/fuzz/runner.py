@@ -219,13 +219,24 @@ def tensors(value: Any, path: str) -> list[tuple[str, torch.Tensor]]:
 def compare_grads(eager: tuple, compiled: tuple) -> tuple[str, str] | None:
     """The ``.grad`` of every leaf tensor, once values and aliasing agree (same structure)."""
     for (path, e), (_, c) in zip(tensors(eager, "world"), tensors(compiled, "world")):
-        if not (e.is_leaf and c.is_leaf):
+        leaf = leaf_state(e)
+        if leaf != leaf_state(c):
+            return "wrong:grad", f"{path}: is_leaf {leaf!r} vs {leaf_state(c)!r}"
+        if leaf is not True:
             continue
         try:
             assert_same_value(c.grad, e.grad, path + ".grad")
         except AssertionError as exc:
             return "wrong:grad", f"{type(exc).__name__}: {exc}"
     return None
+
+
+def leaf_state(t: torch.Tensor) -> bool | str:
+    """``t.is_leaf``, or the error reading it raises (a view its base invalidated in place)."""
+    try:
+        return t.is_leaf
+    except RuntimeError as exc:
+        return str(exc)
 
 
 def configure() -> None:

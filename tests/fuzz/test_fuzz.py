@@ -87,6 +87,21 @@ def test_runner_compares_grads_and_namedtuples() -> None:
     assert normalize(point(1, [2]), {}) == ("Point", 1, [2])
 
 
+def test_runner_reads_grads_of_views_invalidated_in_place() -> None:
+    """Reading ``is_leaf`` of such a view raises: equal on both sides, no difference (1007/421)."""
+    import torch
+
+    def invalidated_view() -> torch.Tensor:
+        y = torch.ones(2, 2) + torch.ones(2, 2, requires_grad=True)
+        view = y.unbind(0)[0]
+        y.clamp_(-2.0, 2.0)
+        return view
+
+    world = ((invalidated_view(),), {}, None)
+    assert compare_world(world, ((invalidated_view(),), {}, None)) is None
+    assert compare_world(world, ((torch.ones(2),), {}, None))[0].startswith("wrong:")
+
+
 def test_runner_agrees_on_a_correct_program() -> None:
     source = PRELUDE + INPUTS + '''
 def f(x, y, w, n, lst, dct, obj):
