@@ -89,13 +89,6 @@ def test_unknown_opcode_number_is_unsupported_not_a_crash() -> None:
         InstructionTranslator.dispatch_table[unused](None, None)
 
 
-def raises_in_eager(x):
-    y = x * 2
-    if y.shape[0] == 3:
-        raise ValueError  # the class itself: RAISE_VARARGS is the first thing refused
-    return y
-
-
 def defines_class_inside(x):
     class Local:
         pass
@@ -103,20 +96,13 @@ def defines_class_inside(x):
     return x * 2
 
 
-@pytest.mark.parametrize(
-    ("fn", "opname"),
-    [(raises_in_eager, "RAISE_VARARGS"), (defines_class_inside, "LOAD_BUILD_CLASS")],
-)
+@pytest.mark.parametrize(("fn", "opname"), [(defines_class_inside, "LOAD_BUILD_CLASS")])
 def test_refused_opcode_is_a_graph_break_with_its_reason(fn, opname) -> None:
+    # A raise is no longer refused: tests/programs/test_exceptions.py.
     with pytest.raises(bytegraph.Unsupported) as info:
         bytegraph.compile(fn, backend="eager", fullgraph=True)(torch.randn(3))
     assert opname in str(info.value)
     assert registry.UNSUPPORTED[opname] in str(info.value)
     compiled = bytegraph.compile(fn, backend="eager")
-    if fn is raises_in_eager:
-        with pytest.raises(ValueError):
-            compiled(torch.randn(3))
-        assert torch.equal(compiled(torch.ones(2)), torch.ones(2) * 2)
-    else:
-        x = torch.randn(3)
-        assert torch.equal(compiled(x), fn(x))
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), fn(x))

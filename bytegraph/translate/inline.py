@@ -18,6 +18,7 @@ from bytegraph import config
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.containers import DictVariable, TupleVariable
+from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.generators import GeneratorVariable, SuspendedFrame
 
 if TYPE_CHECKING:
@@ -51,7 +52,11 @@ def inline_call(
     )
     if child.is_generator:  # nothing runs until the consumer asks for an item
         return GeneratorVariable((), SuspendedFrame(child), mutation_type=NEW_VALUE)
-    child.run()
+    try:
+        child.run()
+    except ObservedRaise as error:
+        error.left = tx  # the caller's opcode handler vets it (ops/exceptions.py)
+        raise
     return child.return_value
 
 

@@ -3,7 +3,9 @@
 State mirrors CPython's frame: ``symbolic_locals`` (name -> VT), ``stack``
 (VTs), ``instruction_pointer`` (index of the next instruction). ``step()``
 is one indexed call through the class's dispatch table; ``run()`` steps
-until a RETURN_VALUE sets the pointer to None.
+until a RETURN_VALUE sets the pointer to None. A raise in the trace reaches
+``handle_raise``, which jumps to the handler the exception table names
+(``translate/ops/exceptions.py`` walks the whole mechanism).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from bytegraph.graph.output_graph import OutputGraph
 from bytegraph.translate import ops  # noqa: F401  (registers every handler)
 from bytegraph.translate.registry import Handler, build_dispatch_table
 from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.exceptions import ObservedRaise, OuterExceptionVariable
 
 
 class BytecodeDispatchTableMeta(type):
@@ -63,6 +67,8 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         self.return_value: VariableTracker | None = None
         # Real values of locals not yet read: wrapped (and guarded) on first LOAD_FAST.
         self.frame_values: dict[str, Any] = frame_values or {}
+        # The exception being handled (CPython's exc_info); only the root's is used.
+        self.handled_exception: VariableTracker = OuterExceptionVariable()
 
     def realize_local(self, name: str) -> VariableTracker:
         """The VT of an argument on its first read; guards only what is used."""
@@ -79,8 +85,34 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         inst = self.instructions[self.instruction_pointer]
         self.current_inst = inst
         self.instruction_pointer += 1
-        self.dispatch_table[inst.opcode](self, inst)
+        try:
+            self.dispatch_table[inst.opcode](self, inst)
+        except ObservedRaise as error:
+            self.handle_raise(error)
         return self.instruction_pointer is not None
+
+    def handle_raise(self, error: ObservedRaise) -> None:
+        """Unwind to the handler covering the current instruction, as CPython does."""
+        inst = self.current_inst
+        if error.vetted is not self or getattr(self, "is_generator", False):
+            raise Unsupported(
+                "unsupported_call",
+                f"{error.exc.exc_type.__name__} raised where a protocol may catch it",
+            )
+        entry = self.decoded.handler_for(inst.index)
+        if entry is None:
+            self.uncaught(error)
+            return
+        del self.stack[entry.depth:]
+        if entry.lasti:
+            self.push(ConstantVariable(inst.offset // 2))
+        self.push(error.exc)
+        self.jump(entry.target)
+
+    def uncaught(self, error: ObservedRaise) -> None:
+        """The exception leaves this frame (an inlined frame's caller handles it)."""
+        error.vetted = None
+        raise error
 
     def run(self) -> None:
         try:
@@ -166,6 +198,11 @@ class InstructionTranslator(InstructionTranslatorBase):
             return False
         self.steps += 1
         return super().step()
+
+    def uncaught(self, error: ObservedRaise) -> None:
+        """Leaving the compiled frame: a break before the raise, so Python raises it."""
+        name = error.exc.exc_type.__name__
+        raise Unsupported("uncaught_exception", f"{name} raised out of the compiled frame")
 
     def run(self) -> None:
         try:

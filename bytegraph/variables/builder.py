@@ -62,7 +62,7 @@ from bytegraph.variables.object_builtins import (
     ObjectBuiltinVariable,
 )
 from bytegraph.variables.objects import ClassVariable, ObjectVariable
-from bytegraph.variables.raising import ExceptionClassVariable, is_builtin_exception_class
+from bytegraph.variables.raising import ExceptionClassVariable, is_plain_exception_class
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.signatures import SignatureFunctionVariable
@@ -251,7 +251,7 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):
         return NamedTupleClassVariable(value, source=source)
-    if is_builtin_exception_class(value):
+    if is_plain_exception_class(value):
         return ExceptionClassVariable(value, source=source)
     if is_enum_class(value):
         return EnumClassVariable(value, source=source)

@@ -147,6 +147,21 @@ def _refuse_tensor(what: str):
     return handler
 
 
+def _exception_text(fn: Any):
+    """``str(exc)``/``repr(exc)`` of an exception made in the trace: BaseException's,
+    which reads only the class and the args (``variables/exceptions.py``)."""
+    refuse = _refuse_tensor(fn.__name__)
+
+    def handler(tx: Tx, args, kwargs) -> VariableTracker | None:
+        from bytegraph.variables.exceptions import ExceptionInstanceVariable
+
+        if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionInstanceVariable):
+            return ConstantVariable(fn(args[0].constant_copy()))
+        return refuse(tx, args, kwargs)
+
+    return handler
+
+
 # -- iteration --------------------------------------------------------------------
 
 
@@ -451,8 +466,10 @@ HANDLERS: dict[Any, Any] = {
     operator.itemgetter: _make_getter(operator.itemgetter),
     operator.attrgetter: _make_getter(operator.attrgetter),
     operator.methodcaller: _make_getter(operator.methodcaller),
+    builtins.str: _exception_text(builtins.str),
+    builtins.repr: _exception_text(builtins.repr),
     **{fn: _refuse_tensor(fn.__name__) for fn in (
-        builtins.int, builtins.float, builtins.complex, builtins.str, builtins.repr,
+        builtins.int, builtins.float, builtins.complex,
         builtins.ascii, builtins.format, builtins.round, builtins.hash, builtins.divmod,
     )},
 }

@@ -155,6 +155,12 @@ class BaseSequenceVariable(VariableTracker):
                 return self.with_items(tuple(items[key]))
             return items[_index(index)]
         except (IndexError, TypeError, ValueError) as e:  # a float bound, a zero step...
+            kind = self.python_type()
+            if isinstance(e, IndexError) and type(key) is int and kind in (list, tuple):
+                from bytegraph.translate.ops.exceptions import raise_builtin
+
+                message = f"{kind.__name__} index out of range"
+                raise_builtin(tx, IndexError, ConstantVariable(message))
             raise Unsupported("unsupported_value", f"item {key!r} raises in eager: {e}") from None
 
     def with_items(self, items: tuple[VariableTracker, ...]) -> BaseSequenceVariable:

@@ -112,7 +112,9 @@ class DictVariable(VariableTracker):
         """``d[key]`` for an absent key: a defaultdict makes and stores a default."""
         factory = self.default_factory
         if factory is None or _is_none(factory):
-            raise Unsupported("unsupported_value", f"missing dict key {_key(key)!r} (raises)")
+            from bytegraph.translate.ops.exceptions import raise_builtin
+
+            raise_builtin(tx, KeyError, key)
         value = factory.call_function(tx, [], {})
         self.call_method(tx, "__setitem__", [key, value], {})
         return value

@@ -12,15 +12,25 @@ The four attributes BaseException keeps in slots follow CPython's rules:
 * ``__traceback__`` takes None (a real traceback cannot be made here).
 
 Other names (not attributes of the class) are plain instance attributes.
+Class attributes of a user subclass are not read (they are not guarded).
 Anything else (``e.args = ...``, ``OSError.errno``, a value CPython would
 reject with TypeError) is unsupported. Rebuilt, the object is
 ``ExcType(*args)`` followed by ``object.__setattr__`` of each final value:
 ``__cause__`` first (it resets ``__suppress_context__``), then the rest.
+
+Raising one (``translate/ops/exceptions.py``) wraps it in ``ObservedRaise``,
+the Python exception that carries a raised VT through the translator's own
+call stack to the frame whose exception table catches it. A raised object
+has a real traceback in eager mode that the trace cannot make, so reading
+``__traceback__`` of it, or rebuilding it after the trace, is unsupported;
+its ``__context__`` is unknown (unsupported to read) when it was raised
+while the frame's caller was handling an exception (``OuterExceptionVariable``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
@@ -36,6 +46,49 @@ if TYPE_CHECKING:
 _SLOT_DEFAULTS: dict[str, Any] = {
     "__cause__": None, "__context__": None, "__suppress_context__": False, "__traceback__": None,
 }
+# Exceptions raised in each trace, by its SideEffects: id -> (VT, __context__ unknown).
+_raised: weakref.WeakKeyDictionary[Any, dict[int, tuple[VariableTracker, bool]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class ObservedRaise(Exception):
+    """A raise inside the trace, on its way to the frame whose handler catches it.
+
+    ``vetted`` is the translator that may handle it at its current instruction;
+    ``left`` the caller translator once it left an inlined frame. An opcode
+    handler that knows CPython passes the exception straight through (a CALL
+    of a user function, a dict lookup) vets it; anything else (a protocol in C
+    that might catch it, such as FOR_ITER catching StopIteration) leaves it
+    unvetted, and the translator turns it into a graph break.
+    """
+
+    def __init__(self, exc: ExceptionInstanceVariable, vetted: Any = None) -> None:
+        super().__init__(exc.exc_type.__name__)
+        self.exc = exc
+        self.vetted = vetted
+        self.left: Any = None
+
+
+def mark_raised(tx: Tx, exc: ExceptionInstanceVariable, context_unknown: bool) -> None:
+    """Record that ``exc`` was raised in this trace (it now has a traceback in eager)."""
+    raised = _raised.setdefault(tx.output.side_effects, {})
+    known = raised.get(id(exc))
+    raised[id(exc)] = (exc, context_unknown or (known is not None and known[1]))
+
+
+def _raised_state(side_effects: Any, exc: VariableTracker) -> tuple[bool, bool]:
+    """(raised in this trace, its __context__ unknown)."""
+    entry = _raised.get(side_effects, {}).get(id(exc))
+    return (False, False) if entry is None else (True, entry[1])
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class OuterExceptionVariable(VariableTracker):
+    """The exception being handled when the frame was called: unknown to the trace."""
+
+    def __repr__(self) -> str:
+        return "OuterExceptionVariable()"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -56,9 +109,18 @@ class ExceptionInstanceVariable(VariableTracker):
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None and pending is not DELETED:
             return pending
+        raised, context_unknown = _raised_state(tx.output.side_effects, self)
+        if (raised and name == "__traceback__") or (context_unknown and name == "__context__"):
+            raise Unsupported("unsupported_value", f"{name} of a raised exception")
         if name in _SLOT_DEFAULTS:
             return ConstantVariable(_SLOT_DEFAULTS[name])
         raise Unsupported("unsupported_value", f"attribute {name!r} of {self.exc_type.__name__}")
+
+    def constant_copy(self) -> BaseException:
+        """A real ``ExcType(*args)`` for str() and repr(), when the args are constants."""
+        if not all(a.is_python_constant() for a in self.args):
+            raise Unsupported("unsupported_value", f"text of a {self.exc_type.__name__}")
+        return self.exc_type(*(a.as_python_constant() for a in self.args))
 
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
         """``e.name = value``: a slot of BaseException checked as CPython checks it,
@@ -77,6 +139,8 @@ class ExceptionInstanceVariable(VariableTracker):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute."""
+        if _raised_state(codegen.side_effects, self)[0]:
+            raise Unsupported("unsupported_value", "a raised exception escapes (its traceback)")
         codegen.build_object(
             self,
             lambda: codegen.call_const(self.exc_type, list(self.args)),

@@ -28,7 +28,7 @@ from bytegraph import config
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.exceptions import ExceptionInstanceVariable
+from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRaise
 from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
@@ -70,6 +70,10 @@ def inline_frame(tx: Tx, fn: VariableTracker, args: list[VariableTracker]) -> Va
     )
     try:
         child.run()
+    except ObservedRaise as e:
+        name = e.exc.exc_type.__name__
+        detail = f"{name} raised by {code.co_name}, which a protocol may catch"
+        raise FrameRaised(e.exc.exc_type, Unsupported("unsupported_call", detail)) from None
     except Unsupported as e:
         raised = _raised_here(child, e)
         if raised is not None:
@@ -88,12 +92,6 @@ def _raised_here(child: Any, error: Unsupported) -> type[BaseException] | None:
     context = error.__context__
     if isinstance(context, MissingAttribute) and not context.frames:
         return AttributeError
-    if inst.opname == "RAISE_VARARGS" and inst.arg == 1 and child.stack:
-        raised = child.stack[-1]
-        if isinstance(raised, ExceptionInstanceVariable):
-            return raised.exc_type
-        if isinstance(raised, ExceptionClassVariable):
-            return raised.value
     return None
 
 
@@ -131,6 +129,34 @@ def is_builtin_exception_class(value: Any) -> bool:
     )
 
 
+# What a class statement puts in every class dict; anything else dunder customises it.
+_PLAIN_CLASS_DICT = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+# Builtin exceptions whose constructor or str() does more than store args.
+_SPECIAL_BASES = (OSError, SyntaxError, ImportError, AttributeError, NameError, StopIteration,
+                  SystemExit, UnicodeError, BaseExceptionGroup)
+
+
+# Builtin exceptions whose constructor checks its arguments or picks another class.
+_CONSTRUCTOR_CHECKS = (UnicodeError, BaseExceptionGroup)
+
+
+def is_plain_exception_class(value: Any) -> bool:
+    """A builtin exception class, or a class statement over one that adds no dunder
+    (so ``Cls(*args)`` stores args and ``str()`` is BaseException's)."""
+    if not (isinstance(value, type) and issubclass(value, BaseException)):
+        return False
+    if is_builtin_exception_class(value):
+        return True
+    if type(value) is not type or issubclass(value, _SPECIAL_BASES):
+        return False
+    for klass in value.__mro__:
+        if is_builtin_exception_class(klass) or klass is object:
+            continue
+        if any(n.startswith("__") and n not in _PLAIN_CLASS_DICT for n in vars(klass)):
+            return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ExceptionClassVariable(ClassVariable):
     """A builtin exception class: calling it makes an exception object."""
@@ -138,5 +164,11 @@ class ExceptionClassVariable(ClassVariable):
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if kwargs:
             raise Unsupported("unsupported_call", f"{self.value.__name__}() with keywords")
+        if issubclass(self.value, _CONSTRUCTOR_CHECKS) or (
+            issubclass(self.value, OSError) and len(args) >= 2
+        ):
+            raise Unsupported(  # OSError(2, "x") makes a FileNotFoundError, for one
+                "unsupported_call", f"{self.value.__name__}(): its constructor checks or maps"
+            )
         mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
         return ExceptionInstanceVariable(self.value, tuple(args), mutation_type=mutation)

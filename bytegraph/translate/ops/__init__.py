@@ -6,6 +6,7 @@ from bytegraph.translate.ops import (  # noqa: F401
     calls,
     context,
     control,
+    exceptions,
     functions,
     iter,
     match,

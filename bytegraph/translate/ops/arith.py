@@ -9,9 +9,11 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from bytegraph.translate.ops.exceptions import vet_subscript
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
+from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -89,4 +91,9 @@ def BINARY_SUBSCR(tx: Tx, inst: Instruction) -> None:
     """(container index -- container[index])"""
     index = tx.pop()
     container = tx.pop()
-    tx.push(apply_operator(tx, operator.getitem, container, index))
+    try:
+        result = apply_operator(tx, operator.getitem, container, index)
+    except ObservedRaise as error:
+        vet_subscript(tx, error, container)
+        raise
+    tx.push(result)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bytegraph.exc import Unsupported
+from bytegraph.translate.ops.exceptions import vet_call
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import NullVariable, VariableTracker
 from bytegraph.variables.containers import DictVariable
+from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -33,7 +35,18 @@ def CALL(tx: Tx, inst: Instruction) -> None:
     kw_names, tx.kw_names = tx.kw_names, ()
     split = len(args) - len(kw_names)
     kwargs = dict(zip(kw_names, args[split:]))
-    tx.push(fn.call_function(tx, args[:split], kwargs))
+    tx.push(_call(tx, fn, args[:split], kwargs))
+
+
+def _call(
+    tx: Tx, fn: VariableTracker, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+) -> VariableTracker:
+    """``fn(*args, **kwargs)``; what a user function raises may be caught by ``tx``."""
+    try:
+        return fn.call_function(tx, args, kwargs)
+    except ObservedRaise as error:
+        vet_call(tx, error, fn)
+        raise
 
 
 @handler("CALL_FUNCTION_EX")
@@ -52,4 +65,4 @@ def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
         kwargs = dict(kwargs_vt.items_now(tx))
         if not all(isinstance(name, str) for name in kwargs):
             raise Unsupported("unsupported_call", "keywords must be strings (TypeError in eager)")
-    tx.push(fn.call_function(tx, args_vt.unpack_sequence(tx), kwargs))
+    tx.push(_call(tx, fn, args_vt.unpack_sequence(tx), kwargs))

@@ -8,10 +8,11 @@
     LOAD_CONST None x3; PRECALL 2; CALL 2; POP_TOP   # exit(None, None, None)
 
 plus an exception-table handler (PUSH_EXC_INFO, WITH_EXCEPT_START, ...)
-that runs only when an exception propagates out of the body. The tracer never
-propagates one: whatever would raise is unsupported, and the frame runs in
-Python. So the normal exit is an ordinary CALL of the ``__exit__`` VT that
-BEFORE_WITH left on the stack, and the handler's opcodes are never reached.
+that runs only when an exception propagates out of the body. A raise traced
+in the body (``ops/exceptions.py``) reaches that handler and stops at
+WITH_EXCEPT_START, still unsupported (``__exit__`` may suppress it), so the
+code runs in Python. The normal exit is an ordinary CALL of the ``__exit__``
+VT that BEFORE_WITH left on the stack.
 
 A context manager VT models ``__enter__`` and ``__exit__`` through
 ``var_getattr``/``call_method`` (grad mode: ``variables/ctx.py``); any other
@@ -41,21 +42,11 @@ def BEFORE_WITH(tx: Tx, inst: Instruction) -> None:
 
 unsupported_opcode(
     "WITH_EXCEPT_START",
-    "runs only when an exception propagates out of a with-block; the tracer never "
-    "propagates one (what would raise runs in Python)",
+    "runs only when an exception propagates out of a with-block; calling __exit__ with "
+    "it (which may suppress it) is not traced yet: the code runs in Python",
 )
 unsupported_opcode("BEFORE_ASYNC_WITH", "async with: coroutines are not traced")
 
-# Exceptions. A ``try`` costs nothing until something raises (3.11 keeps
-# handlers in the exception table), and the tracer never raises: whatever
-# would raise is unsupported, and the frame runs in Python, where it raises.
-_EXCEPTION_PATH = "runs only while an exception propagates; the tracer never propagates one"
-for _opname in (
-    "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "CHECK_EG_MATCH", "PREP_RERAISE_STAR",
-    "RERAISE",
-):
-    unsupported_opcode(_opname, _EXCEPTION_PATH)
-unsupported_opcode("RAISE_VARARGS", "the program raises: the frame runs in Python, which raises")
-unsupported_opcode(
-    "LOAD_ASSERTION_ERROR", "an assert failed: the frame runs in Python, which raises"
-)
+# Raising and catching: translate/ops/exceptions.py.
+unsupported_opcode("CHECK_EG_MATCH", "except*: exception groups are not traced")
+unsupported_opcode("PREP_RERAISE_STAR", "except*: exception groups are not traced")

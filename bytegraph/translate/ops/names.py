@@ -78,12 +78,14 @@ def global_source(tx: Tx, name: str) -> GlobalSource | ModuleGlobalSource:
         root = root.parent
     if tx.f_globals is root.f_globals:
         return GlobalSource(name)
-    module = tx.f_globals.get("__name__")
-    found = sys.modules.get(module) if isinstance(module, str) else None
-    module_dict = getattr(found, "__dict__", None)
-    if module_dict is not tx.f_globals:
-        raise Unsupported("unsupported_value", f"global {name!r} of globals that are no module's")
-    return ModuleGlobalSource(module, name)
+    # ``__name__`` first; the spec's name where a module renames itself
+    # (``_collections_abc`` calls itself ``collections.abc``).
+    spec = tx.f_globals.get("__spec__")
+    for module in (tx.f_globals.get("__name__"), getattr(spec, "name", None)):
+        found = sys.modules.get(module) if isinstance(module, str) else None
+        if getattr(found, "__dict__", None) is tx.f_globals:
+            return ModuleGlobalSource(module, name)
+    raise Unsupported("unsupported_value", f"global {name!r} of globals that are no module's")
 
 
 @handler("LOAD_GLOBAL")

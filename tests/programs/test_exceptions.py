@@ -1,0 +1,464 @@
+"""Raising and catching in traced code (translate/ops/exceptions.py): eager vs compiled.
+
+Each program raises and catches inside the compiled frame, or across inlined
+helpers, and must compile to the graph count given with no break for the
+raise. Messages, ``args``, ``__cause__``/``__context__`` and user attributes
+are compared through what the programs return. An exception that escapes the
+compiled frame is raised by Python after a break: same type, message and
+state as eager. The programs' ``assert`` statements must compile as Python
+compiles them (LOAD_ASSERTION_ERROR), so pytest must not rewrite them:
+PYTEST_DONT_REWRITE.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+
+import pytest
+import torch
+from _harness import Corpus, check_program, randn
+
+import bytegraph
+
+corpus = Corpus()
+add = corpus.add
+
+
+def t3() -> tuple:
+    return (randn(3),)
+
+
+class AppError(ValueError):
+    pass
+
+
+class DeepError(AppError):
+    pass
+
+
+class Registry(collections.abc.Mapping):
+    """The Hugging Face registry pattern: ``__getitem__`` raises KeyError for a miss."""
+
+    def __init__(self, funcs):
+        self._funcs = funcs
+
+    def __getitem__(self, key):
+        return self._funcs[key]
+
+    def __len__(self):
+        return len(self._funcs)
+
+    def __iter__(self):
+        return iter(self._funcs)
+
+
+class Strict(collections.abc.Mapping):
+    def __init__(self, values):
+        self._values = values
+
+    def __getitem__(self, key):
+        if key not in self._values:
+            raise KeyError(key)
+        return self._values[key]
+
+    def __len__(self):
+        return len(self._values)
+
+    def __iter__(self):
+        return iter(self._values)
+
+
+def fails(kind):
+    raise kind("from a helper")
+
+
+def fails_deeper(x):
+    return fails(KeyError) + x
+
+
+def lookup(table, key):
+    return table[key]
+
+
+# -- one frame -------------------------------------------------------------------------
+
+
+@add(t3)
+def raise_and_catch(x):
+    try:
+        raise ValueError("bad", 3)
+    except ValueError as e:
+        return x + len(e.args), e.args, str(e)
+
+
+@add(t3)
+def raise_class_and_catch(x):
+    try:
+        raise KeyError
+    except KeyError as e:
+        return x * 2, e.args
+
+
+@add(t3)
+def except_tuple_as_e(x):
+    try:
+        raise IndexError("out")
+    except (KeyError, IndexError) as e:
+        return x - 1, str(e), type(e) is IndexError
+
+
+@add(t3)
+def first_matching_clause_wins(x):
+    try:
+        raise KeyError("k")
+    except IndexError:
+        return x
+    except LookupError as e:
+        return x + 10, repr(e.args)
+    except KeyError:
+        return x + 20
+
+
+@add(t3)
+def try_except_else_finally(x):
+    log = []
+    try:
+        x = x + 1
+    except KeyError:
+        log.append("except")
+    else:
+        log.append("else")
+    finally:
+        log.append("finally")
+    return x, log
+
+
+@add(t3)
+def finally_runs_on_a_caught_raise(x):
+    log = []
+    try:
+        try:
+            raise ValueError("v")
+        finally:
+            log.append("inner finally")
+    except ValueError:
+        log.append("caught")
+    return x * 3, log
+
+
+@add(t3)
+def nested_try_reraise_to_outer(x):
+    try:
+        try:
+            raise KeyError("a")
+        except KeyError:
+            x = x + 1
+            raise
+    except LookupError as e:
+        return x, e.args
+
+
+@add(t3)
+def unmatched_inner_handler_passes_on(x):
+    try:
+        try:
+            raise TypeError("t")
+        except KeyError:
+            return x
+    except TypeError as e:
+        return x + 5, str(e)
+
+
+@add(t3)
+def raise_from_caught_and_inspected(x):
+    try:
+        raise RuntimeError("outer") from KeyError("inner")
+    except RuntimeError as e:
+        cause = e.__cause__
+        return x + 1, type(cause) is KeyError, cause.args, e.__suppress_context__
+
+
+@add(t3)
+def raise_from_none(x):
+    try:
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise ValueError("second") from None
+    except ValueError as e:
+        return x * 2, e.__cause__ is None, e.__suppress_context__, e.__context__.args
+
+
+@add(t3)
+def context_set_while_handling(x):
+    try:
+        raise KeyError("a")
+    except KeyError as first:
+        try:
+            raise ValueError("b")
+        except ValueError as second:
+            return x + 1, second.__context__ is first, second.__suppress_context__
+
+
+@add(t3)
+def user_exception_with_attributes(x):
+    try:
+        err = DeepError("deep", 2)
+        err.detail = "extra"
+        err.code = 7
+        raise err
+    except AppError as e:
+        return x * e.code, e.detail, e.args, isinstance(e, ValueError)
+
+
+@add(t3)
+def user_exception_class_raised_bare(x):
+    try:
+        raise DeepError
+    except (KeyError, AppError) as e:
+        return x - 3, type(e) is DeepError, e.args
+
+
+@add(t3)
+def exception_name_unbound_after_handler(x):
+    e = 5
+    try:
+        raise KeyError(1)
+    except KeyError as e:  # noqa: F811, F841
+        pass
+    e = 6
+    return x + e
+
+
+@add(t3)
+def raise_in_a_loop_caught_each_time(x):
+    caught = []
+    for i in range(3):
+        try:
+            if i % 2:
+                raise ValueError(i)
+            x = x + i
+        except ValueError as e:
+            caught.append(e.args[0])
+    return x, caught
+
+
+@add(t3)
+def return_inside_try_with_finally(x):
+    log = []
+    try:
+        return x + 1, log
+    finally:
+        log.append("finally")
+
+
+# -- across frames -------------------------------------------------------------------------
+
+
+@add(t3)
+def helper_raise_caught_by_caller(x):
+    try:
+        fails(KeyError)
+    except KeyError as e:
+        return x * 2, e.args
+    return x
+
+
+@add(t3)
+def raise_two_frames_deep(x):
+    try:
+        return fails_deeper(x)
+    except LookupError as e:
+        return x - 2, str(e)
+
+
+@add(t3)
+def helper_catches_its_own(x):
+    def safe(v):
+        try:
+            return fails(ValueError)
+        except ValueError:
+            return v + 1
+
+    return safe(x)
+
+
+@add(lambda: (randn(3), {"a": 1}))
+def dict_key_error_caught(x, d):
+    try:
+        return x + d["missing"]
+    except KeyError as e:
+        return x - 1, e.args, str(e)
+
+
+@add(lambda: (randn(3), {"a": 1}))
+def dict_key_error_in_a_helper(x, d):
+    try:
+        return lookup(d, "b")
+    except KeyError as e:
+        return x + lookup(d, "a"), e.args
+
+
+@add(lambda: (randn(3), [1, 2]))
+def list_index_error_caught(x, items):
+    try:
+        return x + items[5]
+    except IndexError as e:
+        return x * 4, str(e)
+
+
+@add(lambda: (randn(3), Registry({"eager": 1.5})))
+def mapping_get_on_a_key_error_getitem(x, registry):
+    return x * registry.get("eager", 0.0) + registry.get("sdpa", 2.0)
+
+
+@add(lambda: (randn(3), Strict({"a": 2})))
+def mapping_get_on_a_raising_getitem(x, table):
+    return x * table.get("a") + table.get("b", 3), "b" in table, "a" in table
+
+
+@add(lambda: (randn(3), [0]))
+def side_effects_before_a_caught_raise_stay(x, log):
+    try:
+        log.append(1)
+        fails(ValueError)
+        log.append(2)
+    except ValueError:
+        log.append(3)
+    return x + len(log)
+
+
+@pytest.mark.parametrize("prog", list(corpus), ids=lambda p: p.name)
+def test_exception_program(prog, differential, counting_backend) -> None:
+    check_program(prog, differential, counting_backend)
+
+
+# -- exceptions that leave the compiled frame ---------------------------------------------------
+
+
+def escapes(x, log):
+    y = x * 2
+    log.append("before")
+    if y.shape[0] == 3:
+        raise AppError("escaped", 4)
+    return y
+
+
+def escapes_from_helper(x, log):
+    log.append(len(log))
+    return fails(KeyError) + x
+
+
+def escapes_after_unmatched_handler(x, log):
+    try:
+        raise KeyError("k")
+    except ValueError:
+        log.append("wrong")
+    return x
+
+
+@pytest.mark.parametrize("fn", [escapes, escapes_from_helper, escapes_after_unmatched_handler])
+def test_escaping_exception_matches_eager(fn, differential) -> None:
+    eager_log, compiled_log = [], []
+    with pytest.raises(Exception) as expected:
+        fn(torch.ones(3), eager_log)
+    compiled = differential.compile(fn)
+    with pytest.raises(Exception) as actual:
+        compiled(torch.ones(3), compiled_log)
+    assert type(actual.value) is type(expected.value)
+    assert actual.value.args == expected.value.args
+    assert str(actual.value) == str(expected.value)
+    assert compiled_log == eager_log
+
+
+def test_uncaught_raise_under_fullgraph_names_it() -> None:
+    with pytest.raises(bytegraph.Unsupported, match="AppError raised out of the compiled frame"):
+        bytegraph.compile(escapes, backend="eager", fullgraph=True)(torch.ones(3), [])
+
+
+def test_escape_then_normal_call(differential) -> None:
+    compiled = differential.compile(escapes)
+    with pytest.raises(AppError):
+        compiled(torch.ones(3), [])
+    differential.check(escapes, compiled, (torch.ones(2), []))
+
+
+def test_caught_exception_returned_is_a_break_not_a_lost_traceback(differential) -> None:
+    def returns_it(x):
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            err = e
+        return x + 1, err
+
+    compiled = differential.compile(returns_it)
+    out, err = compiled(torch.ones(2))
+    assert err.__traceback__ is not None and err.args == ("k",)
+    assert torch.equal(out, torch.ones(2) + 1)
+
+
+def test_stop_iteration_inside_a_protocol_stays_a_break(differential) -> None:
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.n == 0:
+                raise StopIteration
+            self.n -= 1
+            return self.n
+
+    def consume(x, it):
+        return x + sum(it)
+
+    compiled = differential.compile(consume)
+    assert torch.equal(compiled(torch.ones(2), Countdown(3)), consume(torch.ones(2), Countdown(3)))
+
+
+# -- asserts, with-blocks -------------------------------------------------------------------
+
+
+def asserts_shape(x):
+    assert x.shape[0] == 3, "three rows"
+    return x * 2
+
+
+def test_failing_assert_raises_as_eager(differential) -> None:
+    compiled = differential.compile(asserts_shape)
+    differential.check(asserts_shape, compiled, (torch.ones(3),))
+    with pytest.raises(AssertionError, match="three rows"):
+        compiled(torch.ones(2))
+
+
+def test_caught_failing_assert_is_one_graph(differential, counting_backend) -> None:
+    def checks(x):
+        try:
+            assert x.dim() == 2, ("not a matrix", x.dim())
+        except AssertionError as e:
+            return x + 1, e.args
+        return x
+
+    compiled = differential.compile(checks)
+    differential.check(checks, compiled, (torch.ones(3),))
+    assert counting_backend.calls == 1
+
+
+def test_raise_through_a_with_block_matches_eager(differential) -> None:
+    def through_no_grad(x, log):
+        try:
+            with torch.no_grad():
+                y = x * 2
+                log.append(torch.is_grad_enabled())
+                raise KeyError("inside")
+        except KeyError as e:
+            log.append(torch.is_grad_enabled())
+            return y + 1, e.args
+        return y
+
+    x = torch.ones(3, requires_grad=True)
+    compiled = differential.compile(through_no_grad)
+    differential.check(through_no_grad, compiled, (x, []))
+    assert torch.is_grad_enabled()
