@@ -462,6 +462,24 @@ def builtin_calling_a_raising_key_is_a_break(x):
         return x * 2, e.args
 
 
+class Positive:
+    def __init__(self, value):
+        if value <= 0:
+            raise ValueError(f"not positive: {value}")
+        self.value = value
+
+
+@add(t3)
+def constructor_raise_caught_by_caller(x):
+    made = []
+    for v in (2, -1):
+        try:
+            made.append(Positive(v).value)
+        except ValueError as e:
+            made.append(str(e))
+    return x + 1, made
+
+
 @pytest.mark.parametrize("prog", list(corpus), ids=lambda p: p.name)
 def test_exception_program(prog, differential, counting_backend) -> None:
     check_program(prog, differential, counting_backend)

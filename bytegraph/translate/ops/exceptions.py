@@ -220,18 +220,35 @@ def _match_classes(match: VariableTracker) -> tuple[type, ...]:
 # -- vetting: where CPython passes an exception straight through ---------------------------
 
 
-def _is_user_function(fn: VariableTracker) -> bool:
+def _is_user_function(tx: Tx, fn: VariableTracker) -> bool:
     from bytegraph.variables.functions import BaseFunctionVariable
-    from bytegraph.variables.user_defined import UserMethodVariable
+    from bytegraph.variables.user_defined import UserDefinedClassVariable, UserMethodVariable
 
     if isinstance(fn, UserMethodVariable):
         fn = fn.fn
+    if type(fn) is UserDefinedClassVariable:
+        return _init_is_the_only_frame(tx, fn)
     return isinstance(fn, BaseFunctionVariable)
 
 
+def _init_is_the_only_frame(tx: Tx, cls_vt: VariableTracker) -> bool:
+    """``Cls(...)`` of a plain class runs no user code but its ``__init__`` function."""
+    import types
+
+    from bytegraph.variables.user_defined import lookup_class_attr, mapping_base
+
+    cls = cls_vt.value
+    if mapping_base(cls) is not None:
+        return False
+    found = lookup_class_attr(tx, cls, cls_vt._source(tx), "__init__")
+    return found is not None and found.pending is None and isinstance(
+        found.raw, types.FunctionType
+    )
+
+
 def vet_call(tx: Tx, error: ObservedRaise, fn: VariableTracker) -> None:
-    """A CALL of a user function (or method) passes on what its frame raised."""
-    vet(tx, error, from_callee=_is_user_function(fn), from_builtin=False)
+    """A CALL of a user function, method or plain class passes on what its frame raised."""
+    vet(tx, error, from_callee=_is_user_function(tx, fn), from_builtin=False)
 
 
 def vet_subscript(tx: Tx, error: ObservedRaise, container: VariableTracker) -> None:
