@@ -71,13 +71,32 @@ _memo: dict[tuple, Any] = {}
 
 
 def to_meta(real: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with ``real``'s metadata, a leaf exactly when ``real`` is one."""
+    """A meta tensor with ``real``'s metadata, a leaf exactly when ``real`` is one.
+
+    A view is a view of a meta copy of its base: autograd refuses some in-place
+    ops on views (of a leaf that requires grad...) that it allows on the same
+    tensor standing alone. Grad mode is on while building: an input first read
+    inside a ``no_grad`` block still requires grad as it does outside.
+    """
+    if not torch.is_grad_enabled():
+        with torch.enable_grad():
+            return to_meta(real)
+    if real._base is not None:
+        return _view_meta(real)
     if real.requires_grad and not real.is_leaf:
         return _non_leaf_meta(real)
     t = torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device=META)
     if real.storage_offset():
         t = t.as_strided(real.shape, real.stride(), real.storage_offset())
     if real.requires_grad:
+        t.requires_grad_()
+    return t
+
+
+def _view_meta(real: torch.Tensor) -> torch.Tensor:
+    base = to_meta(real._base)
+    t = base.as_strided(real.shape, real.stride(), real.storage_offset())
+    if real.requires_grad and not t.requires_grad:  # a view of a leaf, made a leaf itself
         t.requires_grad_()
     return t
 

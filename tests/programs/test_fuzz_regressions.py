@@ -376,3 +376,51 @@ def test_item_stores_from_views_of_the_same_tensor(fn, stores_in_graph, counting
         if n.target is operator.setitem
     ]
     assert len(stores) == stores_in_graph
+
+
+# -- autograd facts of inputs: read first inside no_grad, or views of a base --------------
+
+
+def requires_grad_read_in_no_grad(x, y, lst):  # seed 1016, index 241
+    y.mul_(x.sum())
+    lst.append(len({v % 3 for v in lst}))
+    bytegraph.graph_break()  # the resume function first reads y inside the block
+    with torch.set_grad_enabled(False):
+        if y.requires_grad:
+            out = x + 1
+        else:
+            out = x * 100
+    return out, y.is_leaf
+
+
+def test_an_input_first_read_in_no_grad_keeps_requires_grad(counting_backend) -> None:
+    x = torch.randn(3, requires_grad=True)
+    results = []
+    for run in (requires_grad_read_in_no_grad,
+                bytegraph.compile(requires_grad_read_in_no_grad, backend=counting_backend)):
+        lst = [2, 5]
+        results.append((run(x, torch.ones(3), lst), lst))
+    assert_same_value(results[1], results[0])
+    assert counting_backend.calls == 2
+
+
+def write_into_a_view_of_a_leaf(x, y, w, mod):  # seed 1009, index 779: y is x, a view
+    mod.extra = x
+    y[0] = w
+    x.relu_()
+    return x
+
+
+def test_in_place_on_a_view_input_follows_autograd_as_eager() -> None:
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        x = torch.randn(4, 5).t()  # a view of a leaf that does not require grad
+        w = torch.randn(4, requires_grad=True)
+        mod = torch.nn.Module()
+        run = bytegraph.compile(write_into_a_view_of_a_leaf, backend="eager") if compiled else (
+            write_into_a_view_of_a_leaf
+        )
+        results.append((outcome(run, x, x, w, mod), "extra" in vars(mod)))
+    assert results[0][0][0] == "RuntimeError"
+    assert_same_value(results[1], results[0])
