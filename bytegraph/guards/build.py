@@ -115,6 +115,8 @@ class GuardFunctionBuilder:
             return [f"{e()} is not {self.ref(other)}" for other in expected]
         if kind is GuardKind.EMPTY:
             return [f"not {e() if expected is None else self.const(expected)}"]
+        if kind is GuardKind.KEY_ABSENT:
+            return [f"{self.const(expected)} not in {e()}"]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]

@@ -23,6 +23,7 @@ class GuardKind(enum.Enum):
     EMPTY = "empty"  # no items (expected: the container itself, when it is a fixed object)
     GLOBAL_ABSENT = "global_absent"  # a module global that must stay undefined (builtins)
     DISTINCT = "distinct"  # not the same object as any of others (expected: tuple of sources)
+    KEY_ABSENT = "key_absent"  # a mapping (a class's __dict__) lacks a key (expected: the key)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -105,6 +105,23 @@ def lookup_class_attr(
     return None
 
 
+def guard_class_lacks(tx: Tx, cls: type, cls_source: Source | None, name: str) -> None:
+    """The trace relies on no class of ``cls``'s MRO defining ``name``: guard each dict.
+
+    (A class attribute added later, ``Cls.a = 1``, must fail the guard: ``hasattr``
+    and ``getattr(obj, name, default)`` would answer differently.)
+    """
+    if cls_source is None:  # a class made by the trace itself: nothing outside can change it
+        return
+    side_effects = tx.output.side_effects
+    for index, klass in enumerate(cls.__mro__):
+        klass_vt = side_effects.existing(klass)
+        if klass_vt is not None and side_effects.load_attr(klass_vt, name) is DELETED:
+            continue  # deleted by the trace itself
+        mapping = AttrSource(_mro_source(cls_source, index), "__dict__")
+        tx.output.add_guard(GuardKind.KEY_ABSENT, mapping, name)
+
+
 def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
     """The VT of a function found on a class, guarded by identity.
 
@@ -444,6 +461,8 @@ class UserDefinedObjectVariable(VariableTracker):
         """Normal lookup failed: an inlined ``__getattr__``, else AttributeError."""
         found = self.lookup(tx, "__getattr__")
         if found is None:
+            for missing in (name, "__getattr__"):
+                guard_class_lacks(tx, self.cls, self.class_source(tx), missing)
             raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
         return self.bind(tx, found, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
 

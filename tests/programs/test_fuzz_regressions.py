@@ -424,3 +424,45 @@ def test_in_place_on_a_view_input_follows_autograd_as_eager() -> None:
         results.append((outcome(run, x, x, w, mod), "extra" in vars(mod)))
     assert results[0][0][0] == "RuntimeError"
     assert_same_value(results[1], results[0])
+
+
+# -- a missing attribute: its absence from the class is guarded ---------------------------
+
+
+class Plain:
+    pass
+
+
+class PlainChild(Plain):
+    pass
+
+
+def has_a(x, obj):
+    return x + 1 if hasattr(obj, "a") else x - 1
+
+
+def a_or_zero(x, obj):
+    return x + getattr(obj, "a", 0)
+
+
+def new_object_has_a(x):
+    return x + 1 if hasattr(PlainChild(), "a") else x - 1
+
+
+@pytest.mark.parametrize("fn", [has_a, a_or_zero])
+@pytest.mark.parametrize("owner", [Plain, PlainChild])
+def test_a_class_attribute_added_later_is_seen(fn, owner, monkeypatch) -> None:
+    compiled = bytegraph.compile(fn, backend="eager")
+    obj, x = PlainChild(), torch.zeros(1)
+    assert_same_value(compiled(x, obj), fn(x, obj))
+    monkeypatch.setattr(owner, "a", 5, raising=False)
+    assert_same_value(compiled(x, obj), fn(x, obj))
+    assert len(compiled.entries) == 2
+
+
+def test_a_new_object_sees_a_class_attribute_added_later(monkeypatch) -> None:
+    compiled = bytegraph.compile(new_object_has_a, backend="eager")
+    x = torch.zeros(1)
+    assert_same_value(compiled(x), new_object_has_a(x))
+    monkeypatch.setattr(Plain, "a", 5, raising=False)
+    assert_same_value(compiled(x), new_object_has_a(x))
