@@ -156,14 +156,14 @@ class PyCodegen:
         self.append(*(bc.Instr("LOAD_FAST", n) for n in positional))
         self.append(bc.Instr("BUILD_TUPLE", len(positional)))
         self.append(bc.Instr("LOAD_FAST", extra) if extra else bc.Instr("LOAD_CONST", ()))
-        self.load_const(tuple(keyword_only))
         self.append(*(bc.Instr("LOAD_FAST", n) for n in keyword_only))
-        self.append(bc.Instr("BUILD_TUPLE", len(keyword_only)))
+        self.load_const(tuple(keyword_only))
+        self.append(bc.Instr("BUILD_CONST_KEY_MAP", len(keyword_only)))
         if extra_keywords:
             self.append(bc.Instr("LOAD_FAST", extra_keywords))
         else:
             self.load_const(None)
-        self.append(*assemble.call(6), bc.Instr("RETURN_VALUE"))
+        self.append(*assemble.call(5), bc.Instr("RETURN_VALUE"))
 
 
 def transformed_code(

@@ -241,28 +241,46 @@ _NO_SHARED_SOURCE = frozenset({
 })
 
 
+def written_argument(kind: str, target: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The tensor argument an op writes into: ``out=``, or an in-place op's first argument."""
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    if args and isinstance(args[0], torch.Tensor) and writes_first_argument(kind, target):
+        return args[0]
+    return None
+
+
+def _split_write(
+    kind: str, target: Any, args: tuple, kwargs: dict
+) -> tuple[torch.Tensor | None, list[Any]]:
+    """The tensor an op writes through (for ``t[i] = v``, the view ``t[i]``), and the
+    leaves of its other arguments. The view is made before the op runs: made after,
+    it would change the autograd state of ``t`` (in-place checks on a view's base)."""
+    written = written_argument(kind, target, args, kwargs)
+    if written is None:
+        return None, []
+    sources = dict(kwargs)
+    if sources.pop("out", None) is not written:
+        args = args[1:]
+        if op_name(kind, target) in ("setitem", "__setitem__") and args:
+            written, args = _item_written(written, args[0]), args[1:]
+    return written, _leaves((args, sources), [])
+
+
 def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict) -> None:
     """Break before a write eager may refuse for overlapping memory: let eager decide.
 
     The written tensor may overlap itself (an expand) or share memory with another
     argument (``x.add_(x.t())``); meta kernels check neither.
     """
+    written, sources = _split_write(kind, target, args, kwargs)
+    if written is None:
+        return
     name = op_name(kind, target)
-    sources = {**kwargs}
-    written = sources.pop("out", None)
-    if not isinstance(written, torch.Tensor):
-        if not (args and writes_first_argument(kind, target)):
-            return
-        written, args = args[0], args[1:]
-        if not isinstance(written, torch.Tensor):
-            return
-        if name in ("setitem", "__setitem__") and args:
-            written, args = _item_written(written, args[0]), args[1:]
     refused = (
         name not in _WRITES_OVERLAP_SAFELY and torch._debug_has_internal_overlap(written) == 1
-    ) or any(
-        _shares_memory_refused(name, written, source) for source in _leaves((args, sources), [])
-    )
+    ) or any(_shares_memory_refused(name, written, source) for source in sources)
     if refused:
         raise Unsupported(
             "operator_failed",

@@ -48,10 +48,12 @@ class OnGraphError:
 
     @staticmethod
     def plan(
-        gm: torch.fx.GraphModule, writes_inputs: bool, original: Callable[..., Any]
+        gm: torch.fx.GraphModule,
+        writes_inputs: bool,
+        switches_grad_mode: bool,
+        original: Callable[..., Any],
     ) -> OnGraphError | None:
-        switches = any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
-        grad_mode = torch.is_grad_enabled() if switches else None
+        grad_mode = torch.is_grad_enabled() if switches_grad_mode else None
         rerun = original if reruns_safely(gm, writes_inputs) else None
         if grad_mode is None and rerun is None:
             return None
@@ -76,10 +78,8 @@ def rerun(
     fn: Callable[..., Any],
     positional: tuple,
     extra: tuple,
-    keyword_names: tuple[str, ...],
-    keyword_values: tuple,
+    keywords: dict[str, Any],
     extra_keywords: dict[str, Any] | None,
 ) -> Any:
     """``fn`` called with the transformed function's own arguments, unpacked."""
-    keywords = dict(zip(keyword_names, keyword_values))
     return fn(*positional, *extra, **keywords, **(extra_keywords or {}))

@@ -147,7 +147,7 @@ def _compile(
     code = transformed_code(
         fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
         output.side_effects, tail,
-        OnGraphError.plan(gm, output.writes_inputs, fn) if gm is not None else None,
+        None if gm is None else OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn),
     )
     if gm is not None:
         if logs.enabled("graph_code"):

@@ -169,9 +169,7 @@ def tensor_op(
     graph_args, meta_args = _lower(tx, tuple(args), devices)
     graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
     example = metadata.run(kind, target, meta_args, meta_kwargs)
-    if metadata.writes_first_argument(kind, target) and meta_args:
-        tx.output.note_write(meta_args[0])
-    tx.output.note_write(meta_kwargs.get("out"))
+    tx.output.note_write(metadata.written_argument(kind, target, meta_args, meta_kwargs))
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
     if not devices and meta_kwargs.get("device") is None:
         tx.output.uses_default_device = True  # a factory: its device is global state
