@@ -138,6 +138,24 @@ class BuiltinVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        """The call; a builtin's raise counts the builtin calls it leaves, so only the
+        opcode that made the outermost one vets it (``map(next, ...)`` inside ``list()``
+        ends the list in CPython: it is no raise of ``list``)."""
+        from bytegraph.variables.exceptions import ObservedRaise
+
+        try:
+            return self.call_builtin(tx, args, kwargs)
+        except ObservedRaise as error:
+            if error.left == "builtin":
+                error.builtin_frames += 1
+            raise
+
+    def call_builtin(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
         from bytegraph.variables.scalars import symbolic_arithmetic
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
@@ -245,10 +263,10 @@ def fold(
     kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
     try:
         result = fn(*values, **kw_values)
-    except Exception as e:  # the program raises here in eager too
-        raise Unsupported(
-            "unsupported_value", f"{_name(fn)} raised {type(e).__name__}: {e}"
-        ) from e
+    except Exception as e:  # the program raises here in eager too: so does the trace
+        from bytegraph.translate.ops.exceptions import raise_python_error
+
+        raise_python_error(tx, e, _name(fn))
     if mutable and not is_constant_value(result):  # it may be (or hold) a copied argument
         raise Unsupported("unsupported_call", f"{_name(fn)} returned a mutable value")
     return wrap_constant_result(result)

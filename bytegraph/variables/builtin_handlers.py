@@ -169,6 +169,16 @@ def _iter(tx: Tx, args, kwargs) -> VariableTracker | None:
     return iterate(tx, args[0]) if len(args) == 1 and not kwargs else None
 
 
+def _builtin_iterators() -> tuple[type, ...]:
+    """Iterators of lists, tuples, ranges, dicts and sets: exhausted, ``next`` raises a
+    bare StopIteration."""
+    from bytegraph.variables import iterators
+
+    return (iterators.IteratorVariable, iterators.ListIteratorVariable,
+            iterators.ListReverseIteratorVariable, iterators.DictIteratorVariable,
+            iterators.SetIteratorVariable)
+
+
 def _next(tx: Tx, args, kwargs) -> VariableTracker:
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
@@ -177,7 +187,11 @@ def _next(tx: Tx, args, kwargs) -> VariableTracker:
     if item is None:
         if len(args) == 2:
             return args[1]
-        raise Unsupported("unsupported_value", "next() of an exhausted iterator (StopIteration)")
+        if type(iterator) not in _builtin_iterators():  # a generator's may carry a value
+            raise Unsupported("unsupported_value", "next() of an exhausted iterator")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "next", next, iter(()))
     return item
 
 
@@ -316,7 +330,9 @@ def _min_max(pick: Any):
         items = _items(tx, args[0]) if len(args) == 1 else list(args)
         if not items:
             if default is None:
-                raise Unsupported("unsupported_value", f"{pick.__name__}() of nothing (raises)")
+                from bytegraph.translate.ops.exceptions import raise_as_eager
+
+                raise_as_eager(tx, pick.__name__, pick, [])
             return default
         keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
         if all(is_python_constant_now(tx, k) for k in keys):
@@ -357,7 +373,9 @@ def _reduce(tx: Tx, args, kwargs) -> VariableTracker:
     fn, iterator = args[0], iterate(tx, args[1])
     total = args[2] if len(args) == 3 else iterator.next_item(tx)
     if total is None:
-        raise Unsupported("unsupported_value", "reduce() of an empty iterable (TypeError)")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "reduce", functools.reduce, operator.add, [])
     while (item := iterator.next_item(tx)) is not None:
         total = fn.call_function(tx, [total, item], {})
     return total

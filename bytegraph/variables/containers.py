@@ -182,7 +182,14 @@ class BaseSequenceVariable(VariableTracker):
             for i in range(len(items))[window]:
                 if equal_now(tx, items[i], args[0]):
                     return ConstantVariable(i)
-            raise Unsupported("unsupported_value", "index: value not present (raises in eager)")
+            kind = self.python_type()
+            if kind not in (list, tuple):
+                raise Unsupported("unsupported_value", "index: value not present (raises in eager)")
+            from bytegraph.translate.ops.exceptions import raise_as_eager
+
+            # An empty one raises the same ValueError: the message names only the value.
+            raise_as_eager(tx, f"{kind.__name__}.index", kind.index, kind(),
+                           python_constant(tx, args[0]))
         if name == "count" and len(args) == 1:
             return ConstantVariable(sum(equal_now(tx, i, args[0]) for i in items))
         if name == "__getitem__" and len(args) == 1:
@@ -373,12 +380,12 @@ def _extends_lazily(iterable: VariableTracker) -> bool:
 
 
 def _list_pop(tx, items: list, index: VariableTracker | None = None) -> VariableTracker:
-    if not items:
-        raise Unsupported("unsupported_value", "pop from an empty list (raises in eager)")
-    try:
-        return items.pop(-1 if index is None else _index(index))
-    except IndexError:
-        raise Unsupported("unsupported_value", "pop index out of range (raises)") from None
+    from bytegraph.translate.ops.exceptions import raise_as_eager
+
+    position = -1 if index is None else _index(index)
+    if not -len(items) <= position < len(items):  # a list of as many Nones fails the same way
+        raise_as_eager(tx, "list.pop", list.pop, [None] * len(items), position)
+    return items.pop(position)
 
 
 def _list_remove(tx, items: list, value: VariableTracker) -> None:
@@ -386,7 +393,9 @@ def _list_remove(tx, items: list, value: VariableTracker) -> None:
         if equal_now(tx, item, value):
             del items[i]
             return
-    raise Unsupported("unsupported_value", "list.remove: value not present (raises in eager)")
+    from bytegraph.translate.ops.exceptions import raise_as_eager
+
+    raise_as_eager(tx, "list.remove", list.remove, [], None)  # the message names no value
 
 
 def sort_items(

@@ -185,7 +185,9 @@ def _dict_pop(tx, items: dict, key: VariableTracker, default: VariableTracker | 
     if k in items:
         return items.pop(k)
     if default is None:
-        raise Unsupported("unsupported_value", f"dict.pop of missing key {k!r} (raises in eager)")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "dict.pop", dict.pop, {}, k)
     return default
 
 
@@ -220,7 +222,9 @@ def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> Varia
 def _dict_delitem(tx, items: dict, key: VariableTracker) -> None:
     k = _key(key)
     if k not in items:
-        raise Unsupported("unsupported_value", f"del of missing key {k!r} (raises in eager)")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "del", dict.__delitem__, {}, k)
     del items[k]
 
 

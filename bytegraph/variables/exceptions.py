@@ -68,6 +68,8 @@ class ObservedRaise(Exception):
         self.exc = exc
         self.vetted = vetted
         self.left: Any = None
+        # Builtin calls it left on its way out, when raised by a builtin (``raise_builtin``).
+        self.builtin_frames = 0
 
 
 def mark_raised(tx: Tx, exc: ExceptionInstanceVariable, context_unknown: bool) -> None:

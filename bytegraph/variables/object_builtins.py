@@ -150,7 +150,7 @@ class ObjectBuiltinVariable(BuiltinVariable):
     BuiltinVariable does it.
     """
 
-    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+    def call_builtin(self, tx: Tx, args, kwargs) -> VariableTracker:
         fn = self.fn
         if fn is super and not kwargs and len(args) in (0, 2):
             if not args:
@@ -168,7 +168,7 @@ class ObjectBuiltinVariable(BuiltinVariable):
             return handled
         if fn in (super, object, setattr, delattr):
             raise Unsupported("unsupported_call", f"{fn.__name__}() with these arguments")
-        return super().call_function(tx, args, kwargs)
+        return super().call_builtin(tx, args, kwargs)
 
     def _on_object(self, tx: Tx, args: list[VariableTracker]) -> VariableTracker | None:
         fn = self.fn

@@ -309,7 +309,9 @@ def _set_discard(tx, s: SetVariable, value: VariableTracker) -> VariableTracker:
 def _set_remove(tx, s: SetVariable, value: VariableTracker) -> VariableTracker:
     key = element(tx, value)
     if key not in s.elements(tx):
-        raise Unsupported("unsupported_value", f"set.remove of missing {key!r} (raises in eager)")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "set.remove", set.remove, set(), key)
     return _set_discard(tx, s, value)
 
 
@@ -326,7 +328,9 @@ def _set_pop(tx, s: SetVariable) -> VariableTracker:
         raise Unsupported("unsupported_value", "set.pop of a set whose table is unknown")
     real = recipe.build()
     if not real:
-        raise Unsupported("unsupported_value", "pop from an empty set (raises in eager)")
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "set.pop", set.pop, set())
     popped = real.pop()
     s.mutate(tx, recipe.then(_mutate, "pop"))
     return wrap_constant_result(popped)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
-from bytegraph.translate.ops.exceptions import vet_subscript
+from bytegraph.translate.ops.exceptions import vet_operator, vet_subscript
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
@@ -39,18 +39,28 @@ def apply_operator(tx: Tx, fn: object, *args: VariableTracker) -> VariableTracke
     return BuiltinVariable(fn).call_function(tx, list(args), {})
 
 
+def _operate(tx: Tx, fn: object, *args: VariableTracker) -> VariableTracker:
+    """An operator opcode's operation: what the operator itself raises (``1 / 0``)
+    is the opcode's raise, as in CPython."""
+    try:
+        return apply_operator(tx, fn, *args)
+    except ObservedRaise as error:
+        vet_operator(tx, error)
+        raise
+
+
 @handler("BINARY_OP")
 def BINARY_OP(tx: Tx, inst: Instruction) -> None:
     """(a b -- a op b)"""
     b = tx.pop()
     a = tx.pop()
-    tx.push(apply_operator(tx, BINARY_OPERATORS[inst.arg], a, b))
+    tx.push(_operate(tx, BINARY_OPERATORS[inst.arg], a, b))
 
 
 def _unary(fn: object):
     def unary(tx: Tx, inst: Instruction) -> None:
         """(a -- op a)"""
-        tx.push(apply_operator(tx, fn, tx.pop()))
+        tx.push(_operate(tx, fn, tx.pop()))
 
     return unary
 
@@ -66,7 +76,7 @@ def COMPARE_OP(tx: Tx, inst: Instruction) -> None:
     """(a b -- a cmp b)"""
     b = tx.pop()
     a = tx.pop()
-    tx.push(apply_operator(tx, COMPARE_OPERATORS[inst.argval], a, b))
+    tx.push(_operate(tx, COMPARE_OPERATORS[inst.argval], a, b))
 
 
 @handler("IS_OP")
@@ -82,7 +92,7 @@ def CONTAINS_OP(tx: Tx, inst: Instruction) -> None:
     """(item container -- item in container); oparg 1 means ``not in``."""
     container = tx.pop()
     item = tx.pop()
-    result = apply_operator(tx, operator.contains, container, item)
+    result = _operate(tx, operator.contains, container, item)
     tx.push(apply_operator(tx, operator.not_, result) if inst.arg else result)
 
 

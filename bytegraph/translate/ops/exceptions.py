@@ -43,7 +43,8 @@ unsupported.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bytegraph.exc import Unsupported
 from bytegraph.translate.registry import handler
@@ -57,7 +58,7 @@ from bytegraph.variables.exceptions import (
     mark_raised,
 )
 from bytegraph.variables.objects import ClassVariable
-from bytegraph.variables.raising import ExceptionClassVariable
+from bytegraph.variables.raising import ExceptionClassVariable, is_builtin_exception_class
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -107,15 +108,67 @@ def _in_context_chain(tx: Tx, start: ExceptionInstanceVariable, exc: VariableTra
     return False
 
 
-def raise_builtin(tx: Tx, exc_type: type[BaseException], *args: VariableTracker) -> None:
-    """A traced builtin raises ``exc_type(*args)``; its opcode handler vets it."""
+def raise_builtin(
+    tx: Tx,
+    exc_type: type[BaseException],
+    *args: VariableTracker,
+    attrs: dict[str, VariableTracker] | None = None,
+) -> NoReturn:
+    """A traced builtin raises ``exc_type(*args)`` (with ``attrs``, such as an
+    AttributeError's ``name`` and ``obj``, stored on it); its opcode handler vets it."""
     exc = ExceptionClassVariable(exc_type).call_function(tx, list(args), {})
+    for name, value in (attrs or {}).items():
+        tx.output.side_effects.store_attr(exc, name, value)
     try:
         raise_new(tx, exc)
     except ObservedRaise as e:
         e.vetted = None
         e.left = "builtin"
         raise
+
+
+# Raised by a builtin run at trace time, these tell of the process, not the arguments.
+_ENVIRONMENTAL = (MemoryError, RecursionError, SystemError, OSError, Warning)
+# Attributes a builtin exception carries besides args, that a raise copies (3.11).
+_EXTRA_ATTRS = {AttributeError: ("name", "obj"), NameError: ("name",)}
+
+
+def raise_python_error(tx: Tx, error: Exception, what: str) -> NoReturn:
+    """A builtin run at trace time on constants raised ``error``: eager raises the same
+    exception there, so the trace raises a copy (type, args and attributes) of it.
+
+    The message is CPython's own, since CPython made it. Anything the copy could not
+    equal (a class with more state, arguments that are no constants) stays a break.
+    """
+    from bytegraph.variables.builder import wrap_constant_result
+    from bytegraph.variables.constant import is_constant_value
+
+    exc_type = type(error)
+    extra = next((v for k, v in _EXTRA_ATTRS.items() if issubclass(exc_type, k)), ())
+    values = [*error.args, *(getattr(error, n) for n in extra)]
+    if (
+        not is_builtin_exception_class(exc_type)
+        or issubclass(exc_type, _ENVIRONMENTAL)
+        or error.__cause__ is not None
+        or hasattr(error, "__notes__")
+        or not all(is_constant_value(v) for v in values)
+    ):
+        detail = f"{what} raised {exc_type.__name__}: {error}"
+        raise Unsupported("unsupported_value", detail) from error
+    args = [wrap_constant_result(a) for a in error.args]
+    attrs = {n: wrap_constant_result(getattr(error, n)) for n in extra}
+    raise_builtin(tx, exc_type, *args, attrs=attrs)
+
+
+def raise_as_eager(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) -> NoReturn:
+    """Raise what CPython raises for a call the trace found certain to fail: ``fn(*values)``
+    is a stand-in that fails the same way (``[].index(3)`` for a list without 3), so
+    the message is CPython's own."""
+    try:
+        fn(*values)
+    except Exception as e:
+        raise_python_error(tx, e, what)
+    raise Unsupported("unsupported_value", f"{what}: the stand-in call did not raise")
 
 
 def vet(tx: Tx, error: ObservedRaise, from_callee: bool, from_builtin: bool) -> ObservedRaise:
@@ -247,8 +300,44 @@ def _init_is_the_only_frame(tx: Tx, cls_vt: VariableTracker) -> bool:
 
 
 def vet_call(tx: Tx, error: ObservedRaise, fn: VariableTracker) -> None:
-    """A CALL of a user function, method or plain class passes on what its frame raised."""
-    vet(tx, error, from_callee=_is_user_function(tx, fn), from_builtin=False)
+    """A CALL of a user function, method or plain class passes on what its frame raised;
+    a CALL of a builtin function or of a builtin container's method, what it raised
+    itself (not what a builtin it called on the way raised: ``list(map(next, its))``)."""
+    depth = _builtin_depth(fn)
+    from_builtin = depth is not None and error.builtin_frames == depth
+    vet(tx, error, from_callee=_is_user_function(tx, fn), from_builtin=from_builtin)
+
+
+def vet_operator(tx: Tx, error: ObservedRaise) -> None:
+    """An operator opcode (BINARY_OP...) passes on what its builtin operator raised."""
+    vet(tx, error, from_callee=False, from_builtin=error.builtin_frames == 1)
+
+
+def _builtin_depth(fn: VariableTracker) -> int | None:
+    """The builtin calls a raise of ``fn``'s own leaves on its way out: 1 through a
+    BuiltinVariable, 0 from a builtin container's method; None for anything else."""
+    from bytegraph.variables.base import BoundMethodVariable
+    from bytegraph.variables.builtin import BuiltinVariable
+
+    if isinstance(fn, BuiltinVariable):
+        return 1
+    if isinstance(fn, BoundMethodVariable) and _is_builtin_container(fn.receiver):
+        return 0
+    return None
+
+
+def _is_builtin_container(vt: VariableTracker) -> bool:
+    """A list, tuple, dict or set VT of exactly a builtin type (no user subclass)."""
+    import collections
+
+    from bytegraph.variables.containers import ListVariable
+    from bytegraph.variables.dicts import DictVariable
+    from bytegraph.variables.sets import SetVariable
+
+    kinds = (ListVariable, TupleVariable, DictVariable, SetVariable, ConstantVariable)
+    builtin_types = (list, tuple, dict, collections.OrderedDict, collections.defaultdict,
+                     set, frozenset, str, bytes, range)
+    return type(vt) in kinds and vt.python_type() in builtin_types
 
 
 def vet_subscript(tx: Tx, error: ObservedRaise, container: VariableTracker) -> None:
@@ -260,7 +349,10 @@ def vet_subscript(tx: Tx, error: ObservedRaise, container: VariableTracker) -> N
     from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.user_defined import UserDefinedObjectVariable
 
-    builtin = type(container) in (DictVariable, ListVariable, TupleVariable)
+    builtin = (
+        type(container) in (DictVariable, ListVariable, TupleVariable, ConstantVariable)
+        and error.builtin_frames == 1
+    )
     callee = False
     if type(container) is UserDefinedObjectVariable:
         found = container.lookup(tx, "__getitem__")
