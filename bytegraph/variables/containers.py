@@ -461,10 +461,12 @@ def _list_setitem(tx, items: list, index: VariableTracker, value: VariableTracke
 
 def _list_delitem(tx, items: list, index: VariableTracker) -> None:
     key = index.as_python_constant()
-    try:
-        del items[key if isinstance(key, slice) else _index(index)]
-    except IndexError:
-        raise Unsupported("unsupported_value", "del index out of range (raises)") from None
+    position = key if isinstance(key, slice) else _index(index)
+    if not isinstance(position, slice) and not -len(items) <= position < len(items):
+        from bytegraph.translate.ops.exceptions import raise_as_eager
+
+        raise_as_eager(tx, "del", list.__delitem__, [None] * len(items), position)
+    del items[position]
 
 
 def _list_imul(tx, items: list, count: VariableTracker) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
+from bytegraph.translate.ops.exceptions import raise_in_handler
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import ValueMutationNew
 from bytegraph.variables.builtin import call
@@ -81,11 +84,10 @@ def SET_UPDATE(tx: Tx, inst: Instruction) -> None:
 @handler("UNPACK_SEQUENCE")
 def UNPACK_SEQUENCE(tx: Tx, inst: Instruction) -> None:
     """(seq -- items*n in reverse order)"""
-    items = tx.pop().unpack_sequence(tx)
+    seq = tx.pop()
+    items = seq.unpack_sequence(tx)
     if len(items) != inst.arg:
-        raise Unsupported(
-            "unsupported_value", f"unpacking {len(items)} values into {inst.arg} (raises in eager)"
-        )
+        _unpack_fails(tx, seq, len(items), inst.arg, None)
     tx.stack.extend(reversed(items))
 
 
@@ -93,15 +95,37 @@ def UNPACK_SEQUENCE(tx: Tx, inst: Instruction) -> None:
 def UNPACK_EX(tx: Tx, inst: Instruction) -> None:
     """(seq -- after*m list before*n): ``a, *rest, z = seq``; the first item on top."""
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = tx.pop().unpack_sequence(tx)
+    seq = tx.pop()
+    items = seq.unpack_sequence(tx)
     if len(items) < before + after:
-        raise Unsupported(
-            "unsupported_value", f"unpacking {len(items)} values into {before + after}+ (raises)"
-        )
+        _unpack_fails(tx, seq, len(items), before + after, before)
     split = len(items) - after
     tx.stack.extend(reversed(items[split:]))
     tx.push(ListVariable(tuple(items[before:split]), mutation_type=NEW_VALUE))
     tx.stack.extend(reversed(items[:before]))
+
+
+def _unpack_fails(tx: Tx, seq: Any, count: int, targets: int, star: int | None) -> None:
+    """Unpacking ``count`` values into ``targets`` names raises ValueError: CPython's own,
+    from the same unpacking of as many Nones. Only where reading the values changed
+    nothing (an iterator stops after one value too many in eager)."""
+    from bytegraph.variables.containers import BaseSequenceVariable
+    from bytegraph.variables.tensor import TensorVariable
+
+    if not isinstance(seq, (BaseSequenceVariable, ConstantVariable, DictVariable, TensorVariable)):
+        raise Unsupported("unsupported_value", f"unpacking {count} values into {targets}")
+    raise_in_handler(tx, "unpacking", _unpacker(targets, star), [None] * count)
+
+
+@functools.cache
+def _unpacker(targets: int, star: int | None) -> Callable[[list], None]:
+    """``def unpack(seq): [_0, *_rest, _1] = seq`` for ``targets`` names, ``*`` at ``star``."""
+    names = [f"_{i}" for i in range(targets)]
+    if star is not None:
+        names.insert(star, "*_rest")
+    namespace: dict[str, Any] = {}
+    exec(f"def unpack(seq):\n    [{', '.join(names)}] = seq\n", namespace)  # noqa: S102
+    return namespace["unpack"]
 
 
 @handler("LIST_APPEND")

@@ -171,6 +171,16 @@ def raise_as_eager(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) -> N
     raise Unsupported("unsupported_value", f"{what}: the stand-in call did not raise")
 
 
+def raise_in_handler(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) -> NoReturn:
+    """``raise_as_eager`` from an opcode handler's own work (UNPACK_SEQUENCE of too few
+    values): the handler's instruction raises it, as in CPython."""
+    try:
+        raise_as_eager(tx, what, fn, *values)
+    except ObservedRaise as error:
+        error.vetted = tx
+        raise
+
+
 def vet(tx: Tx, error: ObservedRaise, from_callee: bool, from_builtin: bool) -> ObservedRaise:
     """Let ``tx`` handle ``error`` if it came straight from a callee or builtin of its own."""
     if (from_callee and error.left is tx) or (from_builtin and error.left == "builtin"):
@@ -306,6 +316,13 @@ def vet_call(tx: Tx, error: ObservedRaise, fn: VariableTracker) -> None:
     depth = _builtin_depth(fn)
     from_builtin = depth is not None and error.builtin_frames == depth
     vet(tx, error, from_callee=_is_user_function(tx, fn), from_builtin=from_builtin)
+
+
+def vet_item_method(tx: Tx, error: ObservedRaise, container: VariableTracker) -> None:
+    """``del container[index]`` (DELETE_SUBSCR): a builtin container's own KeyError or
+    IndexError."""
+    vet(tx, error, from_callee=False,
+        from_builtin=_is_builtin_container(container) and error.builtin_frames == 0)
 
 
 def vet_operator(tx: Tx, error: ObservedRaise) -> None:

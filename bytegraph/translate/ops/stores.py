@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
+from bytegraph.translate.ops.exceptions import vet_item_method
 from bytegraph.translate.ops.names import global_source
 from bytegraph.translate.registry import handler
+from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 
 if TYPE_CHECKING:
@@ -89,4 +91,8 @@ def DELETE_SUBSCR(tx: Tx, inst: Instruction) -> None:
     container = tx.pop()
     if isinstance(container, TensorVariable):
         raise Unsupported("unsupported_value", "del of a tensor item (TypeError in eager)")
-    container.call_method(tx, "__delitem__", [index], {})
+    try:
+        container.call_method(tx, "__delitem__", [index], {})
+    except ObservedRaise as error:  # ``del d[missing]``: the dict's own KeyError
+        vet_item_method(tx, error, container)
+        raise
