@@ -67,11 +67,6 @@ BREAK_KINDS: dict[str, BreakKind] = {
             "raise bytegraph.config.inline_depth_limit or restructure the recursion",
         ),
         BreakKind(
-            "uncaught_exception",
-            "the program raises an exception that no try block of the compiled frame catches",
-            "the raise runs in Python after a break; catch it in the function to keep one graph",
-        ),
-        BreakKind(
             "explicit",
             "bytegraph.graph_break() was called",
             "remove the call to keep one graph",

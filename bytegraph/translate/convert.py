@@ -21,6 +21,7 @@ from typing import Any
 from bytegraph import logs
 from bytegraph.bytecode.instructions import decode
 from bytegraph.codegen import PyCodegen, emit_return, transformed_code
+from bytegraph.escapes import emit_raise
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
@@ -33,6 +34,7 @@ from bytegraph.translate.resume import FrameContext, emit_break, live_roots
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
+from bytegraph.variables.exceptions import ExceptionInstanceVariable, raised_in_trace
 from bytegraph.variables.generators import refuse_abandoned_generators
 
 
@@ -54,6 +56,8 @@ def convert_frame(
     tx = _translator(fn, frame_values)
     try:
         _run(tx)
+        if tx.escaped is not None:
+            return _compile(fn, tx, backend, [tx.escaped], _raise_tail(tx, tx.escaped))
         return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
     except Unsupported as reason:
         if fullgraph:
@@ -164,6 +168,14 @@ def _compile(
         )
     graphs = (gm,) if gm is not None else ()
     return _entry(fn, output, _function_like(fn, code), graphs, breaks)
+
+
+def _raise_tail(
+    tx: InstructionTranslator, exc: ExceptionInstanceVariable
+) -> Callable[[PyCodegen], None]:
+    raised = raised_in_trace(tx.output.side_effects, exc)
+    keep_context = raised is not None and not raised.context_unknown
+    return emit_raise(exc, tx.raise_line, keep_context)
 
 
 def _after_setting_grad_mode(

@@ -24,7 +24,11 @@ from bytegraph.translate import ops  # noqa: F401  (registers every handler)
 from bytegraph.translate.registry import Handler, build_dispatch_table
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.exceptions import ObservedRaise, OuterExceptionVariable
+from bytegraph.variables.exceptions import (
+    ExceptionInstanceVariable,
+    ObservedRaise,
+    OuterExceptionVariable,
+)
 
 
 class BytecodeDispatchTableMeta(type):
@@ -184,6 +188,8 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.loop_header = break_loop[0] if break_loop else None
         self.steps = 0
         self.break_plan: Any = None
+        self.escaped: ExceptionInstanceVariable | None = None  # what left the frame, if any
+        self.raise_line: int | None = None  # the user's line of the last raise seen here
 
     def step(self) -> bool:
         if self.steps == self.break_at or self.instruction_pointer == self.loop_header:
@@ -199,10 +205,16 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.steps += 1
         return super().step()
 
+    def handle_raise(self, error: ObservedRaise) -> None:
+        if self.current_inst.opname != "RERAISE":  # a handler's cleanup keeps the line
+            self.raise_line = self.current_inst.lineno
+        super().handle_raise(error)
+
     def uncaught(self, error: ObservedRaise) -> None:
-        """Leaving the compiled frame: a break before the raise, so Python raises it."""
-        name = error.exc.exc_type.__name__
-        raise Unsupported("uncaught_exception", f"{name} raised out of the compiled frame")
+        """Leaving the compiled frame: the trace ends here, as at a return, and the
+        transformed code raises the exception (escapes.py) at ``raise_line``."""
+        self.escaped = error.exc
+        self.instruction_pointer = None
 
     def run(self) -> None:
         try:

@@ -21,10 +21,12 @@ reject with TypeError) is unsupported. Rebuilt, the object is
 Raising one (``translate/ops/exceptions.py``) wraps it in ``ObservedRaise``,
 the Python exception that carries a raised VT through the translator's own
 call stack to the frame whose exception table catches it. A raised object
-has a real traceback in eager mode that the trace cannot make, so reading
-``__traceback__`` of it, or rebuilding it after the trace, is unsupported;
-its ``__context__`` is unknown (unsupported to read) when it was raised
-while the frame's caller was handling an exception (``OuterExceptionVariable``).
+has a real traceback in eager mode that the trace cannot make: reading
+``__traceback__`` of it is unsupported, and rebuilt after the trace it gets
+a one-entry traceback at the compiled frame's line where it was raised
+(``escapes.py``). Its ``__context__`` is unknown (unsupported to read) when
+it was raised while the frame's caller was handling an exception
+(``OuterExceptionVariable``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import VariableTracker
@@ -46,10 +49,19 @@ if TYPE_CHECKING:
 _SLOT_DEFAULTS: dict[str, Any] = {
     "__cause__": None, "__context__": None, "__suppress_context__": False, "__traceback__": None,
 }
-# Exceptions raised in each trace, by its SideEffects: id -> (VT, __context__ unknown).
-_raised: weakref.WeakKeyDictionary[Any, dict[int, tuple[VariableTracker, bool]]] = (
-    weakref.WeakKeyDictionary()
-)
+
+
+@dataclasses.dataclass(frozen=True)
+class Raised:
+    """What the trace knows of an exception it raised."""
+
+    exc: VariableTracker
+    context_unknown: bool  # raised while the frame's caller may be handling one
+    lineno: int | None  # the compiled frame's line it was raised at (last raise)
+
+
+# Exceptions raised in each trace, by its SideEffects: id -> Raised.
+_raised: weakref.WeakKeyDictionary[Any, dict[int, Raised]] = weakref.WeakKeyDictionary()
 
 
 class ObservedRaise(Exception):
@@ -72,17 +84,24 @@ class ObservedRaise(Exception):
         self.builtin_frames = 0
 
 
-def mark_raised(tx: Tx, exc: ExceptionInstanceVariable, context_unknown: bool) -> None:
+def mark_raised(
+    tx: Tx, exc: ExceptionInstanceVariable, context_unknown: bool, lineno: int | None
+) -> None:
     """Record that ``exc`` was raised in this trace (it now has a traceback in eager)."""
     raised = _raised.setdefault(tx.output.side_effects, {})
     known = raised.get(id(exc))
-    raised[id(exc)] = (exc, context_unknown or (known is not None and known[1]))
+    unknown = context_unknown or (known is not None and known.context_unknown)
+    raised[id(exc)] = Raised(exc, unknown, lineno)
+
+
+def raised_in_trace(side_effects: Any, exc: VariableTracker) -> Raised | None:
+    return _raised.get(side_effects, {}).get(id(exc))
 
 
 def _raised_state(side_effects: Any, exc: VariableTracker) -> tuple[bool, bool]:
     """(raised in this trace, its __context__ unknown)."""
-    entry = _raised.get(side_effects, {}).get(id(exc))
-    return (False, False) if entry is None else (True, entry[1])
+    entry = raised_in_trace(side_effects, exc)
+    return (False, False) if entry is None else (True, entry.context_unknown)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -140,13 +159,26 @@ class ExceptionInstanceVariable(VariableTracker):
         raise Unsupported("side_effect", f"deleting {name!r} of a {self.exc_type.__name__}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute."""
-        if _raised_state(codegen.side_effects, self)[0]:
-            raise Unsupported("unsupported_value", "a raised exception escapes (its traceback)")
+        """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute.
+
+        One the trace raised gets a traceback at the compiled frame's line where it
+        was raised (escapes.py)."""
+        from bytegraph.escapes import with_traceback_at
+
+        raised = raised_in_trace(codegen.side_effects, self)
+
+        def build() -> None:
+            if raised is None:
+                codegen.call_const(self.exc_type, list(self.args))
+                return
+            codegen.append(*assemble.push_null())
+            codegen.load_const(with_traceback_at)
+            codegen.call_const(self.exc_type, list(self.args))
+            codegen.load_const(raised.lineno or 0)
+            codegen.append(*assemble.call(2))
+
         codegen.build_object(
-            self,
-            lambda: codegen.call_const(self.exc_type, list(self.args)),
-            lambda: _replay_order(codegen.side_effects.pending_attrs(self)),
+            self, build, lambda: _replay_order(codegen.side_effects.pending_attrs(self))
         )
 
     def __repr__(self) -> str:

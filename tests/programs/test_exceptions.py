@@ -4,9 +4,10 @@ Each program raises and catches inside the compiled frame, or across inlined
 helpers, and must compile to the graph count given with no break for the
 raise. Messages, ``args``, ``__cause__``/``__context__`` and user attributes
 are compared through what the programs return. An exception that escapes the
-compiled frame is raised by Python after a break: same type, message and
-state as eager. The programs' ``assert`` statements must compile as Python
-compiles them (LOAD_ASSERTION_ERROR), so pytest must not rewrite them:
+compiled frame is raised by the transformed code after the graph and the
+side effects: same type, args, attributes, cause, context and state as
+eager. The programs' ``assert`` statements must compile as Python compiles
+them (LOAD_ASSERTION_ERROR), so pytest must not rewrite them:
 PYTEST_DONT_REWRITE.
 """
 
@@ -17,8 +18,6 @@ import collections.abc
 import pytest
 import torch
 from _harness import Corpus, check_program, randn
-
-import bytegraph
 
 corpus = Corpus()
 add = corpus.add
@@ -486,6 +485,9 @@ def test_exception_program(prog, differential, counting_backend) -> None:
 
 
 # -- exceptions that leave the compiled frame ---------------------------------------------------
+#
+# The trace ends at the raise: one graph for the work before it, the side effects
+# replayed, then the transformed code raises the rebuilt exception (escapes.py).
 
 
 def escapes(x, log):
@@ -497,35 +499,140 @@ def escapes(x, log):
 
 
 def escapes_from_helper(x, log):
-    log.append(len(log))
-    return fails(KeyError) + x
+    y = x.exp()
+    log.append(y)
+    return fails(KeyError) + y
 
 
 def escapes_after_unmatched_handler(x, log):
+    y = x.sin()
     try:
         raise KeyError("k")
     except ValueError:
         log.append("wrong")
+    log.append(y)
     return x
 
 
-@pytest.mark.parametrize("fn", [escapes, escapes_from_helper, escapes_after_unmatched_handler])
-def test_escaping_exception_matches_eager(fn, differential) -> None:
+def escapes_with_cause(x, log):
+    y = x + 1
+    try:
+        log.append(y * 2)
+        {}["missing"]
+    except KeyError as e:
+        raise AppError("wrapped") from e
+
+
+def escapes_with_context(x, log):
+    y = x.cos()
+    try:
+        raise KeyError("first")
+    except KeyError:
+        log.append(y)
+        raise IndexError("second")  # noqa: B904 (the implicit __context__ is the point)
+
+
+def escapes_from_none(x, log):
+    log.append(x.abs())
+    try:
+        [1, 2][5]
+    except IndexError:
+        raise AppError(x.shape[0]) from None
+
+
+def escapes_reraised(x, log):
+    y = x - 1
+    try:
+        raise DeepError("deep", y.shape[0])
+    except AppError as e:
+        e.where = "handler"
+        log.append(e.where)
+        raise
+
+
+def escapes_with_attributes(x, log):
+    e = AppError("attrs")
+    e.tensor_sum = 7
+    log.append(x * 3)
+    raise e
+
+
+ESCAPING = [
+    escapes, escapes_from_helper, escapes_after_unmatched_handler, escapes_with_cause,
+    escapes_with_context, escapes_from_none, escapes_reraised, escapes_with_attributes,
+]
+
+
+def _raise_of(fn, x, log):
+    with pytest.raises(BaseException) as info:
+        fn(x, log)
+    return info.value
+
+
+def _same_exception(got, want, depth=0):
+    assert type(got) is type(want)
+    assert got.args == want.args and str(got) == str(want)
+    assert {k: v for k, v in vars(got).items()} == {k: v for k, v in vars(want).items()}
+    assert got.__suppress_context__ == want.__suppress_context__
+    for link in ("__cause__", "__context__"):
+        g, w = getattr(got, link), getattr(want, link)
+        assert (g is None) == (w is None), link
+        if w is not None and depth < 3:
+            _same_exception(g, w, depth + 1)
+            assert g.__traceback__ is not None  # a raised exception always has one
+
+
+@pytest.mark.parametrize("fn", ESCAPING, ids=lambda f: f.__name__)
+def test_escaping_exception_matches_eager(fn, differential, counting_backend) -> None:
     eager_log, compiled_log = [], []
-    with pytest.raises(Exception) as expected:
-        fn(torch.ones(3), eager_log)
+    want = _raise_of(fn, torch.ones(3), eager_log)
     compiled = differential.compile(fn)
-    with pytest.raises(Exception) as actual:
-        compiled(torch.ones(3), compiled_log)
-    assert type(actual.value) is type(expected.value)
-    assert actual.value.args == expected.value.args
-    assert str(actual.value) == str(expected.value)
-    assert compiled_log == eager_log
+    got = _raise_of(compiled, torch.ones(3), compiled_log)
+    _same_exception(got, want)
+    assert len(compiled_log) == len(eager_log)
+    for g, w in zip(compiled_log, eager_log):
+        assert torch.equal(g, w) if isinstance(w, torch.Tensor) else g == w
+    assert counting_backend.calls == 1, "the work before the raise is one graph, no break"
+    full = differential.compile(fn, backend="eager", fullgraph=True)
+    _same_exception(_raise_of(full, torch.ones(3), []), want)
 
 
-def test_uncaught_raise_under_fullgraph_names_it() -> None:
-    with pytest.raises(bytegraph.Unsupported, match="AppError raised out of the compiled frame"):
-        bytegraph.compile(escapes, backend="eager", fullgraph=True)(torch.ones(3), [])
+def _last_entry(exc):
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
+def test_escaping_traceback_points_at_the_user_line(differential) -> None:
+    compiled = differential.compile(escapes)
+    entry = _last_entry(_raise_of(compiled, torch.ones(3), []))
+    assert entry.tb_frame.f_code.co_filename == escapes.__code__.co_filename
+    assert entry.tb_lineno == escapes.__code__.co_firstlineno + 4  # the raise statement
+
+
+def test_escaping_from_a_helper_points_at_the_call(differential) -> None:
+    compiled = differential.compile(escapes_from_helper)
+    entry = _last_entry(_raise_of(compiled, torch.ones(3), []))
+    assert entry.tb_lineno == escapes_from_helper.__code__.co_firstlineno + 3  # fails(...)
+
+
+def test_escaping_inside_a_caller_handler_keeps_the_traced_context(differential) -> None:
+    """The raise in the transformed code must not take the caller's exception as
+    ``__context__`` when the trace knew it (CPython sets it at every raise)."""
+    compiled = differential.compile(escapes_with_context)
+    for run in (escapes_with_context, compiled):
+        try:
+            raise RuntimeError("the caller's")
+        except RuntimeError:
+            err = _raise_of(run, torch.ones(3), [])
+        assert type(err.__context__) is KeyError, run
+    try:
+        raise RuntimeError("the caller's")
+    except RuntimeError:
+        want = _raise_of(escapes, torch.ones(3), [])
+        got = _raise_of(differential.compile(escapes), torch.ones(3), [])
+    assert type(want.__context__) is RuntimeError and type(got.__context__) is RuntimeError
 
 
 def test_escape_then_normal_call(differential) -> None:
@@ -535,7 +642,7 @@ def test_escape_then_normal_call(differential) -> None:
     differential.check(escapes, compiled, (torch.ones(2), []))
 
 
-def test_caught_exception_returned_is_a_break_not_a_lost_traceback(differential) -> None:
+def test_caught_exception_returned_keeps_a_traceback(differential, counting_backend) -> None:
     def returns_it(x):
         try:
             raise KeyError("k")
@@ -546,7 +653,9 @@ def test_caught_exception_returned_is_a_break_not_a_lost_traceback(differential)
     compiled = differential.compile(returns_it)
     out, err = compiled(torch.ones(2))
     assert err.__traceback__ is not None and err.args == ("k",)
+    assert err.__traceback__.tb_lineno == returns_it.__code__.co_firstlineno + 2
     assert torch.equal(out, torch.ones(2) + 1)
+    assert counting_backend.calls == 1
 
 
 def test_stop_iteration_inside_a_protocol_stays_a_break(differential) -> None:

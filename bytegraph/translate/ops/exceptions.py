@@ -30,8 +30,9 @@ The trace runs the same way:
    instruction. Anything in between that might catch it in CPython (FOR_ITER
    and StopIteration, a builtin calling back into user code) does not vet
    it, and the unvetted raise becomes a graph break.
-4. No entry in the root frame: a graph break before the raising
-   instruction, so the code raises in Python.
+4. No entry in the root frame: the trace ends there, and the transformed
+   code rebuilds the exception and raises it after the graph and the side
+   effects (``escapes.py``).
 
 The exception being handled (CPython's ``exc_info``, one per thread) lives on
 the root translator: PUSH_EXC_INFO and POP_EXCEPT swap it, bare ``raise``
@@ -86,7 +87,8 @@ def raise_new(tx: Tx, exc: ExceptionInstanceVariable) -> None:
         if _in_context_chain(tx, handled, exc):
             raise Unsupported("unsupported_value", "a raise that makes a __context__ cycle")
         tx.output.side_effects.store_attr(exc, "__context__", handled)
-    mark_raised(tx, exc, context_unknown)
+    root_inst = _root(tx).current_inst
+    mark_raised(tx, exc, context_unknown, root_inst.lineno if root_inst else None)
     raise ObservedRaise(exc, vetted=tx)
 
 
