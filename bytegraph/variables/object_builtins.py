@@ -197,13 +197,15 @@ class ObjectBuiltinVariable(BuiltinVariable):
             except MissingAttribute:
                 return ConstantVariable(False)
             return ConstantVariable(True)
-        if fn is getattr and len(args) in (2, 3):
+        if fn is getattr and len(args) == 2:
+            from bytegraph.translate.ops.exceptions import getattr_raising
+
+            return getattr_raising(tx, obj, _name_arg(args[1]))
+        if fn is getattr and len(args) == 3:
             try:
                 return obj.var_getattr(tx, _name_arg(args[1]))
             except MissingAttribute:
-                if len(args) == 3:
-                    return args[2]
-                raise
+                return args[2]
         if fn is type and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):
             return obj.class_vt(tx)
         if fn is len and len(args) == 1 and isinstance(obj, UserDefinedObjectVariable):

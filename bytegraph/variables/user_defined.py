@@ -60,10 +60,15 @@ if TYPE_CHECKING:
 
 
 class MissingAttribute(Unsupported):
-    """``obj.name`` raises AttributeError in eager; ``hasattr``/``getattr`` catch it."""
+    """``obj.name`` raises AttributeError in eager; ``hasattr``/``getattr`` catch it.
 
-    def __init__(self, owner: str, name: str) -> None:
+    ``guarded``: the guards already hold the absence, so the trace may raise the
+    AttributeError itself (``translate/ops/exceptions.py``).
+    """
+
+    def __init__(self, owner: str, name: str, guarded: bool = True) -> None:
         super().__init__("unsupported_value", f"{owner} has no attribute {name!r} (AttributeError)")
+        self.guarded = guarded
 
 
 def _has_instance_dict(cls: type) -> bool:
@@ -205,7 +210,9 @@ class UserDefinedClassVariable(ClassVariable):
         if found is None:
             if name in type(cls).__dict__ and hasattr(cls, name):  # __name__, __mro__...
                 return wrap(tx, getattr(cls, name), AttrSource(source, name))
-            raise MissingAttribute(f"class {cls.__qualname__}", name)
+            guard_class_lacks(tx, cls, source, name)
+            plain_meta = type(cls) is type  # a metaclass's own attributes are not guarded
+            raise MissingAttribute(f"class {cls.__qualname__}", name, guarded=plain_meta)
         if found.pending is not None:
             return found.pending
         raw = found.raw
@@ -377,7 +384,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if found is not None:
             return self.bind(tx, found, name)
         if not fallback:
-            raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
+            raise MissingAttribute(f"a {self.cls.__qualname__} object", name, guarded=False)
         return self.getattr_fallback(tx, name)
 
     def instance_attr(self, tx: Tx, name: str) -> VariableTracker | None:
@@ -438,7 +445,8 @@ class UserDefinedObjectVariable(VariableTracker):
             if pending is not None and pending is not DELETED:
                 return pending
             if self.is_new or pending is DELETED or not hasattr(self.value, name):
-                raise MissingAttribute(f"a {self.cls.__qualname__}", name)
+                # An empty slot of an object from the frame is not guarded.
+                raise MissingAttribute(f"a {self.cls.__qualname__}", name, guarded=self.is_new)
             return wrap(tx, getattr(self.value, name), self.attr_source(name))
         return self._call_get(tx, found, name)
 

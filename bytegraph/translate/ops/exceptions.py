@@ -183,6 +183,49 @@ def raise_in_handler(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) ->
         raise
 
 
+def getattr_raising(tx: Tx, obj: VariableTracker, name: str) -> VariableTracker:
+    """``obj.name`` (LOAD_ATTR, ``getattr`` without a default): where the attribute is
+    certainly missing, the AttributeError CPython raises, raised in the trace."""
+    from bytegraph.variables.user_defined import MissingAttribute
+
+    try:
+        return obj.var_getattr(tx, name)
+    except MissingAttribute as missing:
+        if missing.guarded:
+            _raise_missing_attribute(tx, obj, name, missing)
+        raise
+    except Unsupported:
+        if isinstance(obj, ConstantVariable) and not hasattr(obj.value, name):
+            raise_as_eager(tx, "getattr", getattr, obj.value, name)
+        raise
+
+
+def _raise_missing_attribute(
+    tx: Tx, obj: VariableTracker, name: str, missing: Unsupported
+) -> NoReturn:
+    """AttributeError(message, name=name, obj=obj) of a user object or class; the message
+    is CPython's, from the same lookup on a stand-in class of the same name."""
+    from bytegraph.variables.user_defined import (
+        UserDefinedClassVariable,
+        UserDefinedObjectVariable,
+    )
+
+    if type(obj) is UserDefinedClassVariable:
+        stand_in: Any = type(obj.value.__name__, (), {})
+    elif type(obj) is UserDefinedObjectVariable:
+        stand_in = type(obj.cls.__name__, (), {"__slots__": ()})()
+    else:
+        raise missing
+    try:
+        getattr(stand_in, name)
+    except AttributeError as e:
+        message = str(e)
+    else:
+        raise missing from None
+    attrs = {"name": ConstantVariable(name), "obj": obj}
+    raise_builtin(tx, AttributeError, ConstantVariable(message), attrs=attrs)
+
+
 def vet(tx: Tx, error: ObservedRaise, from_callee: bool, from_builtin: bool) -> ObservedRaise:
     """Let ``tx`` handle ``error`` if it came straight from a callee or builtin of its own."""
     if (from_callee and error.left is tx) or (from_builtin and error.left == "builtin"):
@@ -325,6 +368,12 @@ def vet_item_method(tx: Tx, error: ObservedRaise, container: VariableTracker) ->
     IndexError."""
     vet(tx, error, from_callee=False,
         from_builtin=_is_builtin_container(container) and error.builtin_frames == 0)
+
+
+def vet_attribute(tx: Tx, error: ObservedRaise) -> None:
+    """LOAD_ATTR/LOAD_METHOD passes on the AttributeError of the lookup itself (what a
+    property or ``__getattr__`` raised may be caught by the protocol: a break)."""
+    vet(tx, error, from_callee=False, from_builtin=error.builtin_frames == 0)
 
 
 def vet_operator(tx: Tx, error: ObservedRaise) -> None:

@@ -13,9 +13,11 @@ import bytecode as bc
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource, Source
+from bytegraph.translate.ops.exceptions import getattr_raising, vet_attribute
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL, VariableTracker
 from bytegraph.variables.builder import wrap, wrap_constant_result
+from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -96,16 +98,25 @@ def LOAD_GLOBAL(tx: Tx, inst: Instruction) -> None:
     tx.push(load_global(tx, inst.argval))
 
 
+def _load_attr(tx: Tx, obj: VariableTracker, name: str) -> VariableTracker:
+    """``obj.name``; a certainly missing attribute raises AttributeError in the trace."""
+    try:
+        return getattr_raising(tx, obj, name)
+    except ObservedRaise as error:
+        vet_attribute(tx, error)
+        raise
+
+
 @handler("LOAD_ATTR")
 def LOAD_ATTR(tx: Tx, inst: Instruction) -> None:
     """(obj -- obj.name)"""
-    tx.push(tx.pop().var_getattr(tx, inst.argval))
+    tx.push(_load_attr(tx, tx.pop(), inst.argval))
 
 
 @handler("LOAD_METHOD")
 def LOAD_METHOD(tx: Tx, inst: Instruction) -> None:
     """(obj -- NULL bound_method); CALL then sees a plain callable."""
-    method = tx.pop().var_getattr(tx, inst.argval)
+    method = _load_attr(tx, tx.pop(), inst.argval)
     tx.push(NULL)
     tx.push(method)
 
