@@ -71,8 +71,12 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         self.return_value: VariableTracker | None = None
         # Real values of locals not yet read: wrapped (and guarded) on first LOAD_FAST.
         self.frame_values: dict[str, Any] = frame_values or {}
-        # The exception being handled (CPython's exc_info); only the root's is used.
+        # The exception being handled (CPython's exc_info): the root's, and each
+        # generator frame's own (translate/ops/exceptions.py stacks them).
         self.handled_exception: VariableTracker = OuterExceptionVariable()
+        # Generator frames running now, outermost first (their own exc_info stacks over
+        # the root's); only the root's list is used.
+        self.running_generators: list[InstructionTranslatorBase] = []
 
     def realize_local(self, name: str) -> VariableTracker:
         """The VT of an argument on its first read; guards only what is used."""
@@ -98,7 +102,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
     def handle_raise(self, error: ObservedRaise) -> None:
         """Unwind to the handler covering the current instruction, as CPython does."""
         inst = self.current_inst
-        if error.vetted is not self or getattr(self, "is_generator", False):
+        if error.vetted is not self:
             raise Unsupported(
                 "unsupported_call",
                 f"{error.exc.exc_type.__name__} raised where a protocol may catch it",

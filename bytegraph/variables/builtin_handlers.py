@@ -180,7 +180,11 @@ def _builtin_iterators() -> tuple[type, ...]:
 
 
 def _next(tx: Tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.generators import GeneratorVariable
+
     iterator = args[0]
+    if isinstance(iterator, GeneratorVariable):  # StopIteration carries its return value
+        return iterator.call_next(tx, args[1] if len(args) == 2 else None)
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported("unsupported_value", f"next() of {iterator}")
     item = iterator.next_item(tx)

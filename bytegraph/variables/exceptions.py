@@ -32,6 +32,7 @@ it was raised while the frame's caller was handling an exception
 from __future__ import annotations
 
 import dataclasses
+import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +148,8 @@ class ExceptionInstanceVariable(VariableTracker):
         """``e.name = value``: a slot of BaseException checked as CPython checks it,
         or a plain instance attribute."""
         side_effects = tx.output.side_effects
+        if name == "__traceback__" and isinstance(value, TracebackVariable) and value.exc is self:
+            return  # the traceback it was raised with, put back (contextlib's __exit__)
         if name in _SLOT_DEFAULTS:
             _check_slot_value(name, value)
         elif not name.isidentifier() or hasattr(self.exc_type, name):
@@ -204,3 +207,20 @@ def _replay_order(attrs: dict[str, Any]) -> list[tuple[str, Any]]:
     slots = [(n, attrs[n]) for n in _SLOT_DEFAULTS if n in attrs]
     plain = [(n, v) for n, v in attrs.items() if n not in _SLOT_DEFAULTS]
     return [(n, v) for n, v in slots + plain if v is not DELETED]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TracebackVariable(VariableTracker):
+    """The traceback of a raised ``exc``, as a with-block hands it to ``__exit__``.
+
+    The trace cannot make it; it is never None, so it can be passed on, dropped,
+    compared with None or put back on ``exc``, and anything else is unsupported.
+    """
+
+    exc: ExceptionInstanceVariable
+
+    def python_type(self) -> type:
+        return types.TracebackType
+
+    def __repr__(self) -> str:
+        return f"TracebackVariable({self.exc!r})"

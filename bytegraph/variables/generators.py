@@ -8,10 +8,34 @@ front would reorder it against the consumer: a generator that reads state
 the loop body changes, or a loop that stops early, would give eager's
 answer only by luck.
 
+The generator protocol follows CPython 3.11's ``genobject.c``:
+
+1. ``resume`` runs the frame: a sent value lands as the result of the paused
+   ``yield``; a thrown exception is raised at the paused ``yield`` (or first
+   into the sub-generator a paused ``yield from`` delegates to, see
+   ``_throw``). It answers the item yielded, or ``Returned`` once the frame
+   returned.
+2. While the frame runs it has its own exception being handled (CPython's
+   ``gi_exc_state``), stacked over its caller's on the root translator's
+   ``running_generators`` and taken off when it yields or returns
+   (``translate/ops/exceptions.py``).
+3. An exception leaving the frame finishes the generator. A StopIteration is
+   turned into ``RuntimeError("generator raised StopIteration")`` (PEP 479).
+   It is marked as passed on by the iterator protocol
+   (``ops/exceptions.pass_from_iterator``): ``next()``, the generator's own
+   methods, FOR_ITER and SEND let the consumer catch it; anything else
+   between (``list(gen)``, which may hold half-done state) leaves it a graph
+   break.
+4. ``next`` and ``send`` of a finished generator raise StopIteration (with
+   the return value, the first time); ``close`` throws GeneratorExit and
+   expects it (or a return) back.
+
 The paused frame is an InliningInstructionTranslator, which is mutable by
 nature; ``SuspendedFrame`` is the one object that holds it, and a trace that
 is thrown away (an Unsupported, a restart to plan a graph break) throws it
-away too. A generator that escapes the trace unconsumed is unsupported.
+away too. A generator that escapes the trace unconsumed is unsupported (its
+frame cannot be rebuilt), and so is one left paused inside a with/try block
+(``refuse_abandoned_generators``): CPython closes it when it is collected.
 """
 
 from __future__ import annotations
@@ -19,12 +43,14 @@ from __future__ import annotations
 import dataclasses
 import types
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.containers import IteratorVariable
+from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRaise
+from bytegraph.variables.iterators import IteratorVariable
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import (
@@ -32,7 +58,11 @@ if TYPE_CHECKING:
         InstructionTranslatorBase,
     )
 
+    Tx = InstructionTranslatorBase
+
 MAX_YIELDS = 10_000
+_PEP_479 = "generator raised StopIteration"
+_METHODS = ("__next__", "send", "throw", "close", "__iter__")
 
 # The generator frames of each trace, by its OutputGraph.
 _frames: weakref.WeakKeyDictionary[Any, list[SuspendedFrame]] = weakref.WeakKeyDictionary()
@@ -44,19 +74,45 @@ class SuspendedFrame:
     def __init__(self, translator: InliningInstructionTranslator) -> None:
         self.translator = translator
         self.started = False
+        self.running = False
         self.yields = 0
+        translator.handled_exception = ConstantVariable(None)  # its own gi_exc_state
         _frames.setdefault(translator.output, []).append(self)
 
     @property
     def finished(self) -> bool:
         return self.translator.instruction_pointer is None
 
+    def finish(self) -> None:
+        self.started = True
+        self.translator.instruction_pointer = None
+
+    def paused(self) -> bool:
+        return self.started and not self.finished
+
     def paused_in_handler_scope(self) -> bool:
         """Paused at a yield that a with/try covers: closing it would run code."""
-        if not self.started or self.finished:
+        if not self.paused():
             return False
         child = self.translator
         return child.decoded.handler_for(child.instruction_pointer - 1) is not None
+
+    def delegate(self) -> VariableTracker | None:
+        """The iterator a paused ``yield from`` delegates to (CPython's ``_PyGen_yf``)."""
+        if not self.paused():
+            return None
+        child = self.translator
+        after = child.instructions[child.instruction_pointer]
+        if after.opname != "RESUME" or after.arg < 2:
+            return None
+        return child.stack[-1]
+
+    def send_instruction(self) -> Any:
+        """The SEND of the ``yield from`` this frame is paused in."""
+        send = self.translator.instructions[self.translator.instruction_pointer - 2]
+        if send.opname != "SEND":
+            raise Unsupported("unsupported_opcode", "a yield from not compiled as SEND")
+        return send
 
 
 def refuse_abandoned_generators(output: Any) -> None:
@@ -71,6 +127,23 @@ def refuse_abandoned_generators(output: Any) -> None:
             )
 
 
+@dataclasses.dataclass(frozen=True)
+class Returned:
+    """The generator's frame returned ``value`` (None if it had finished before)."""
+
+    value: VariableTracker
+
+
+def _is_none(vt: VariableTracker) -> bool:
+    return vt.is_python_constant() and vt.as_python_constant() is None
+
+
+def _running_generators(tx: Tx) -> list[Any]:
+    from bytegraph.translate.ops.exceptions import root_translator
+
+    return root_translator(tx).running_generators
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class GeneratorVariable(IteratorVariable):
     """A generator object; ``items`` is unused (always empty)."""
@@ -80,58 +153,281 @@ class GeneratorVariable(IteratorVariable):
     def python_type(self) -> type:
         return types.GeneratorType
 
-    def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        return self.resume(ConstantVariable(None))
+    def next_item(self, tx: Tx) -> VariableTracker | None:
+        result = self.resume(tx)
+        return None if isinstance(result, Returned) else result
 
-    def resume(self, sent: VariableTracker) -> VariableTracker | None:
-        """Run the frame to its next yield: the item, or None once it returned."""
+    # -- running the frame -----------------------------------------------------------
+
+    def resume(
+        self,
+        tx: Tx,
+        sent: VariableTracker | None = None,
+        thrown: ExceptionInstanceVariable | None = None,
+    ) -> VariableTracker | Returned:
+        """Run the frame to its next yield (the item) or its return (``Returned``)."""
+        from bytegraph.translate.ops.exceptions import (
+            mark_thrown,
+            pass_from_iterator,
+            raise_from_iterator,
+        )
+
+        frame = self.frame
+        if frame.running:
+            raise Unsupported("unsupported_call", "generator already executing (ValueError)")
+        if thrown is not None:
+            if not frame.paused():  # raised as it is, or before the first instruction
+                mark_thrown(tx, thrown)
+                leaves = ObservedRaise(thrown)
+                if frame.finished:  # CPython does not enter the frame
+                    raise pass_from_iterator(leaves)
+                frame.finish()
+                raise self._leave(tx, leaves)
+            return self._throw(tx, thrown)
+        if frame.finished:
+            return Returned(ConstantVariable(None))
+        if frame.started:
+            return self._run(tx, lambda: frame.translator.push(sent or ConstantVariable(None)))
+        if sent is not None and not _is_none(sent):
+            message = "can't send non-None value to a just-started generator"
+            raise_from_iterator(tx, TypeError, ConstantVariable(message))
+        frame.started = True
+        return self._run(tx, lambda: None)
+
+    def _run(self, tx: Tx, start: Callable[[], None]) -> VariableTracker | Returned:
+        """``start()`` (push the sent value, or raise in the frame), then step to a yield."""
         frame = self.frame
         child = frame.translator
-        if frame.finished:
-            return None
-        if frame.started:
-            child.push(sent)  # the value of the paused ``yield`` expression
-        elif not (sent.is_python_constant() and sent.as_python_constant() is None):
-            raise Unsupported("unsupported_call", "send() of a value to a just-started generator")
-        frame.started = True
+        running = _running_generators(tx)
+        running.append(child)
+        frame.running = True
         try:
-            while child.step():
-                if child.yielded:
-                    frame.yields += 1
-                    if frame.yields > MAX_YIELDS:
-                        raise Unsupported(
-                            "unsupported_call", f"generator yielded more than {MAX_YIELDS} values"
-                        )
-                    return child.yielded.pop()
+            try:
+                start()
+            except ObservedRaise as error:
+                child.handle_raise(error)
+            return self._step(child)
+        except ObservedRaise as error:
+            frame.finish()
+            left = error
         except Unsupported as e:
             raise e.with_frames(child.frames()) from e.__cause__
-        return None
+        finally:
+            running.pop()
+            frame.running = False
+        raise self._leave(tx, left)
 
-    def return_value(self) -> VariableTracker:
-        """What ``yield from`` evaluates to once the generator is exhausted."""
-        value = self.frame.translator.return_value
-        return value if value is not None else ConstantVariable(None)
+    def _step(self, child: InliningInstructionTranslator) -> VariableTracker | Returned:
+        frame = self.frame
+        while child.step():
+            if child.yielded:
+                frame.yields += 1
+                if frame.yields > MAX_YIELDS:
+                    raise Unsupported(
+                        "unsupported_call", f"generator yielded more than {MAX_YIELDS} values"
+                    )
+                return child.yielded.pop()
+        return Returned(child.return_value or ConstantVariable(None))
 
-    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        if name in ("__next__", "send", "__iter__"):
+    def _leave(self, tx: Tx, error: ObservedRaise) -> ObservedRaise:
+        """What the consumer sees of an exception leaving the frame (PEP 479 applied)."""
+        from bytegraph.translate.ops.exceptions import (
+            new_exception,
+            pass_from_iterator,
+            raise_new,
+        )
+
+        exc = error.exc
+        if not issubclass(exc.exc_type, StopIteration):
+            return pass_from_iterator(error)
+        converted = new_exception(tx, RuntimeError, ConstantVariable(_PEP_479))
+        converted.var_setattr(tx, "__cause__", exc)
+        try:
+            raise_new(tx, converted)
+        except ObservedRaise as raised:
+            tx.output.side_effects.store_attr(converted, "__context__", exc)
+            return pass_from_iterator(raised)
+        raise AssertionError("raise_new returned")
+
+    def _raise_in_frame(self, exc: ExceptionInstanceVariable, index: int) -> Callable[[], None]:
+        """A start for ``_run``: raise ``exc`` in the frame at instruction ``index``."""
+        from bytegraph.translate.ops.exceptions import raise_in_generator
+
+        child = self.frame.translator
+
+        def start() -> None:
+            child.current_inst = child.instructions[index]
+            raise_in_generator(child, exc)
+
+        return start
+
+    def _throw(self, tx: Tx, exc: ExceptionInstanceVariable) -> VariableTracker | Returned:
+        """``throw`` into a paused frame: first into the sub-generator it delegates to."""
+        frame = self.frame
+        child = frame.translator
+        at_yield = child.instruction_pointer - 1
+        receiver = frame.delegate()
+        if receiver is None:
+            return self._run(tx, self._raise_in_frame(exc, at_yield))
+        if issubclass(exc.exc_type, GeneratorExit):
+            try:
+                close_iterator(tx, receiver)
+            except ObservedRaise as error:
+                return self._run(tx, self._raise_in_frame(error.exc, at_yield))
+            return self._run(tx, self._raise_in_frame(exc, at_yield))
+        if not isinstance(receiver, GeneratorVariable):
+            if hasattr(receiver.python_type(), "throw"):
+                raise Unsupported("unsupported_call", f"throw() delegated to {receiver}")
+            return self._run(tx, self._raise_in_frame(exc, at_yield))
+        return self._throw_into_delegate(tx, receiver, exc)
+
+    def _throw_into_delegate(
+        self, tx: Tx, receiver: GeneratorVariable, exc: ExceptionInstanceVariable
+    ) -> VariableTracker | Returned:
+        """What the sub-generator answers: its item is ours; its return value is the
+        ``yield from``'s result; its exception is raised at the end of our SEND loop."""
+        frame = self.frame
+        child = frame.translator
+        send = frame.send_instruction()
+        frame.running = True
+        try:
+            result = receiver.resume(tx, thrown=exc)
+        except ObservedRaise as error:
+            raised: ExceptionInstanceVariable | None = error.exc
+        else:
+            raised = None
+        finally:
+            frame.running = False
+        if raised is None and not isinstance(result, Returned):
+            return result
+        child.pop()  # the sub-generator
+        if raised is not None:
+            return self._run(tx, self._raise_in_frame(raised, send.target - 1))
+
+        def continue_after_yield_from() -> None:
+            child.push(result.value)
+            child.jump(send.target)
+
+        return self._run(tx, continue_after_yield_from)
+
+    def close(self, tx: Tx) -> VariableTracker:
+        """``gen.close()``: GeneratorExit thrown in; a return or GeneratorExit back is None."""
+        from bytegraph.translate.ops.exceptions import new_exception, raise_from_iterator
+
+        frame = self.frame
+        if frame.running:
+            raise Unsupported("unsupported_call", "generator already executing (ValueError)")
+        if not frame.paused():
+            frame.finish()
+            return ConstantVariable(None)
+        exc = new_exception(tx, GeneratorExit)
+        receiver = frame.delegate()
+        at_yield = frame.translator.instruction_pointer - 1
+        start = self._raise_in_frame(exc, at_yield)
+        if receiver is not None:
+            try:
+                close_iterator(tx, receiver)
+            except ObservedRaise as error:
+                start = self._raise_in_frame(error.exc, at_yield)
+        try:
+            result = self._run(tx, start)
+        except ObservedRaise as error:
+            if issubclass(error.exc.exc_type, GeneratorExit):
+                return ConstantVariable(None)
+            raise
+        if isinstance(result, Returned):
+            return ConstantVariable(None)
+        raise_from_iterator(tx, RuntimeError, ConstantVariable("generator ignored GeneratorExit"))
+
+    # -- the protocol as the program calls it ------------------------------------------
+
+    def call_next(self, tx: Tx, default: VariableTracker | None = None) -> VariableTracker:
+        """``next(gen[, default])``: the item, else StopIteration carrying the return value."""
+        return self._item_or_stop(tx, self.resume(tx), default)
+
+    def _item_or_stop(
+        self, tx: Tx, result: VariableTracker | Returned, default: VariableTracker | None = None
+    ) -> VariableTracker:
+        from bytegraph.translate.ops.exceptions import raise_from_iterator
+
+        if not isinstance(result, Returned):
+            return result
+        if default is not None:
+            return default
+        value = {"value": result.value}
+        if _is_none(result.value):
+            raise_from_iterator(tx, StopIteration, attrs=value)
+        raise_from_iterator(tx, StopIteration, result.value, attrs=value)
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if name in _METHODS:
             return BoundMethodVariable(self, name)
         raise Unsupported("unsupported_value", f"generator attribute {name!r}")
 
     def call_method(
         self,
-        tx: InstructionTranslatorBase,
+        tx: Tx,
         name: str,
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        if name == "__iter__" and not args and not kwargs:
+        if kwargs:
+            raise Unsupported("unsupported_call", f"generator.{name} with keywords")
+        if name == "__iter__" and not args:
             return self
-        if name in ("__next__", "send") and not kwargs and len(args) == (name == "send"):
-            item = self.resume(args[0] if args else ConstantVariable(None))
-            if item is None:
-                raise Unsupported("unsupported_value", "next() of an exhausted generator (raises)")
-            return item
-        raise Unsupported("unsupported_call", f"generator.{name}")
+        if name == "__next__" and not args:
+            return self.call_next(tx)
+        if name == "send" and len(args) == 1:
+            return self._item_or_stop(tx, self.resume(tx, sent=args[0]))
+        if name == "throw" and 1 <= len(args) <= 3:
+            return self._item_or_stop(tx, self.resume(tx, thrown=thrown_exception(tx, *args)))
+        if name == "close" and not args:
+            return self.close(tx)
+        raise Unsupported("unsupported_call", f"generator.{name} with {len(args)} arguments")
 
     def __repr__(self) -> str:
         return f"GeneratorVariable({self.frame.translator.code.co_qualname})"
+
+
+def thrown_exception(
+    tx: Tx,
+    kind: VariableTracker,
+    value: VariableTracker | None = None,
+    traceback: VariableTracker | None = None,
+) -> ExceptionInstanceVariable:
+    """``throw(kind[, value[, traceback]])``'s exception, as CPython normalizes it."""
+    from bytegraph.variables.exceptions import TracebackVariable
+
+    exc = _normalized(tx, kind, value)
+    if traceback is not None and not _is_none(traceback):
+        if not (isinstance(traceback, TracebackVariable) and traceback.exc is exc):
+            raise Unsupported("unsupported_value", "throw() with another exception's traceback")
+    return exc
+
+
+def _normalized(
+    tx: Tx, kind: VariableTracker, value: VariableTracker | None
+) -> ExceptionInstanceVariable:
+    """An instance as it is; a class with no value (or None) called; a class with its
+    instance that instance. Anything else (a value to call the class with) is refused."""
+    if isinstance(kind, ExceptionInstanceVariable):
+        if value is not None and not _is_none(value):
+            raise Unsupported("unsupported_call", "throw(instance, value) (TypeError)")
+        return kind
+    made = kind.call_function(tx, [], {}) if value is None or _is_none(value) else value
+    cls = kind.as_python_constant() if kind.is_python_constant() else None
+    if not (
+        isinstance(made, ExceptionInstanceVariable)
+        and isinstance(cls, type)
+        and issubclass(made.exc_type, cls)
+    ):
+        raise Unsupported("unsupported_call", f"throw({kind}, {value}): not an instance of it")
+    return made
+
+
+def close_iterator(tx: Tx, receiver: VariableTracker) -> None:
+    """Close the iterator a ``yield from`` delegates to, as CPython's ``gen_close_iter``."""
+    if isinstance(receiver, GeneratorVariable):
+        receiver.close(tx)
+    elif hasattr(receiver.python_type(), "close"):
+        raise Unsupported("unsupported_call", f"close() delegated to {receiver}")

@@ -7,12 +7,23 @@
     body
     LOAD_CONST None x3; PRECALL 2; CALL 2; POP_TOP   # exit(None, None, None)
 
-plus an exception-table handler (PUSH_EXC_INFO, WITH_EXCEPT_START, ...)
-that runs only when an exception propagates out of the body. A raise traced
-in the body (``ops/exceptions.py``) reaches that handler and stops at
-WITH_EXCEPT_START, still unsupported (``__exit__`` may suppress it), so the
-code runs in Python. The normal exit is an ordinary CALL of the ``__exit__``
-VT that BEFORE_WITH left on the stack.
+plus an exception-table handler that runs only when an exception propagates
+out of the body::
+
+    PUSH_EXC_INFO                  (exit lasti exc -- exit lasti prev exc)
+    WITH_EXCEPT_START              (... -- ... exit(type(exc), exc, tb))
+    POP_JUMP_IF_TRUE suppressed
+    RERAISE 2                      # a false result: the exception goes on
+    suppressed: POP_TOP; POP_EXCEPT; POP_TOP; POP_TOP
+
+A raise traced in the body (``ops/exceptions.py``) reaches that handler, and
+WITH_EXCEPT_START calls ``__exit__`` traced, like any call: a user class's
+``__exit__`` (or contextlib's, inlined) decides whether it is suppressed.
+The traceback argument is a ``TracebackVariable``: the trace has none to
+give, but ``__exit__`` usually only passes it on or tests it against None.
+What ``__exit__`` raises goes on from WITH_EXCEPT_START, as in CPython.
+The normal exit is an ordinary CALL of the ``__exit__`` VT that BEFORE_WITH
+left on the stack.
 
 A context manager VT models ``__enter__`` and ``__exit__`` through
 ``var_getattr``/``call_method`` (grad mode: ``variables/ctx.py``); any other
@@ -23,7 +34,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bytegraph.exc import Unsupported
+from bytegraph.translate.ops.exceptions import vet_call
 from bytegraph.translate.registry import handler, unsupported_opcode
+from bytegraph.variables.builtin import BuiltinVariable
+from bytegraph.variables.exceptions import (
+    ExceptionInstanceVariable,
+    ObservedRaise,
+    TracebackVariable,
+)
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -40,11 +59,22 @@ def BEFORE_WITH(tx: Tx, inst: Instruction) -> None:
     tx.push(enter.call_function(tx, [], {}))
 
 
-unsupported_opcode(
-    "WITH_EXCEPT_START",
-    "runs only when an exception propagates out of a with-block; calling __exit__ with "
-    "it (which may suppress it) is not traced yet: the code runs in Python",
-)
+@handler("WITH_EXCEPT_START")
+def WITH_EXCEPT_START(tx: Tx, inst: Instruction) -> None:
+    """(exit lasti prev exc -- exit lasti prev exc result): ``exit(type(exc), exc, tb)``."""
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionInstanceVariable):
+        raise Unsupported("unsupported_value", f"WITH_EXCEPT_START of {exc}")
+    exit_method = tx.stack[-4]
+    kind = BuiltinVariable(type).call_function(tx, [exc], {})
+    try:
+        result = exit_method.call_function(tx, [kind, exc, TracebackVariable(exc)], {})
+    except ObservedRaise as error:
+        vet_call(tx, error, exit_method)
+        raise
+    tx.push(result)
+
+
 unsupported_opcode("BEFORE_ASYNC_WITH", "async with: coroutines are not traced")
 
 # Raising and catching: translate/ops/exceptions.py.

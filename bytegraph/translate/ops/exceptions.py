@@ -38,8 +38,13 @@ The exception being handled (CPython's ``exc_info``, one per thread) lives on
 the root translator: PUSH_EXC_INFO and POP_EXCEPT swap it, bare ``raise``
 re-raises it and a new raise takes it as ``__context__``. What the caller of
 the compiled frame was handling is unknown (``OuterExceptionVariable``).
-Generator frames keep their own ``exc_info`` in CPython; a raise in one is
-unsupported.
+A generator frame has its own (CPython's ``gi_exc_state``): while it runs it
+is stacked over its caller's (``running_generators`` on the root), so
+PUSH_EXC_INFO and POP_EXCEPT swap the innermost one, and a raise takes the
+innermost exception any of them holds. What a generator's frame raises
+reaches its consumer through the iterator protocol (``variables/
+generators.py``): ``pass_from_iterator`` marks it, and ``next()``, the
+generator's methods, FOR_ITER and SEND vet it (``vet_iteration``).
 """
 
 from __future__ import annotations
@@ -242,13 +247,33 @@ def _root(tx: Tx) -> Tx:
     return tx
 
 
+root_translator = _root
+
+
+def _exc_states(tx: Tx) -> list[Tx]:
+    """The frames whose ``handled_exception`` is stacked now, innermost first: the
+    running generators (each has its own, CPython's ``gi_exc_state``), then the root."""
+    root = _root(tx)
+    return [*reversed(root.running_generators), root]
+
+
 def exc_info(tx: Tx) -> VariableTracker:
-    """The exception being handled (CPython's thread ``exc_info``), None VT if none."""
-    return _root(tx).handled_exception
+    """The exception being handled (CPython's ``_PyErr_GetTopmostException``): the
+    innermost state that holds one; None VT if none."""
+    for frame in _exc_states(tx):
+        handled = frame.handled_exception
+        if not (handled.is_python_constant() and handled.as_python_constant() is None):
+            return handled
+    return ConstantVariable(None)
+
+
+def own_exc_info(tx: Tx) -> VariableTracker:
+    """The innermost state's own value, None included: what PUSH_EXC_INFO saves."""
+    return _exc_states(tx)[0].handled_exception
 
 
 def set_exc_info(tx: Tx, value: VariableTracker) -> None:
-    _root(tx).handled_exception = value
+    _exc_states(tx)[0].handled_exception = value
 
 
 # -- the handlers -----------------------------------------------------------------------
@@ -289,10 +314,8 @@ def RERAISE(tx: Tx, inst: Instruction) -> None:
 @handler("PUSH_EXC_INFO")
 def PUSH_EXC_INFO(tx: Tx, inst: Instruction) -> None:
     """(exc -- prev exc): ``exc`` becomes the exception being handled."""
-    if getattr(tx, "is_generator", False):
-        raise Unsupported("unsupported_opcode", "an except block in a generator")
     exc = tx.pop()
-    tx.push(exc_info(tx))
+    tx.push(own_exc_info(tx))
     tx.push(exc)
     set_exc_info(tx, exc)
 
@@ -361,6 +384,10 @@ def vet_call(tx: Tx, error: ObservedRaise, fn: VariableTracker) -> None:
     depth = _builtin_depth(fn)
     from_builtin = depth is not None and error.builtin_frames == depth
     vet(tx, error, from_callee=_is_user_function(tx, fn), from_builtin=from_builtin)
+    if _passes_iteration(fn):
+        vet_iteration(tx, error, stop_iteration=True)
+    elif _consumes_iteration(fn):
+        vet_iteration(tx, error, stop_iteration=False)
 
 
 def vet_item_method(tx: Tx, error: ObservedRaise, container: VariableTracker) -> None:
@@ -426,3 +453,86 @@ def vet_subscript(tx: Tx, error: ObservedRaise, container: VariableTracker) -> N
         found = container.lookup(tx, "__getitem__")
         callee = found is not None and isinstance(found.raw, types.FunctionType)
     vet(tx, error, from_callee=callee, from_builtin=builtin)
+
+
+# -- the iterator protocol: what a generator's frame raises, and what next() raises ----------
+
+# ``ObservedRaise.left`` of an exception the iterator protocol passes on to its consumer.
+FROM_ITERATOR = "iterator"
+
+
+def pass_from_iterator(error: ObservedRaise) -> ObservedRaise:
+    """``error`` leaves a generator's ``__next__``/``send``/``throw``/``close`` as it is."""
+    error.vetted = None
+    error.left = FROM_ITERATOR
+    return error
+
+
+def new_exception(tx: Tx, exc_type: type[BaseException], *args: VariableTracker):
+    """``exc_type(*args)``, made as the protocol's C code makes it."""
+    return ExceptionClassVariable(exc_type).call_function(tx, list(args), {})
+
+
+def raise_from_iterator(
+    tx: Tx,
+    exc_type: type[BaseException],
+    *args: VariableTracker,
+    attrs: dict[str, VariableTracker] | None = None,
+) -> NoReturn:
+    """The generator protocol raises ``exc_type(*args)`` (StopIteration of a finished
+    generator, with its ``value``); the consumer's opcode vets it."""
+    exc = new_exception(tx, exc_type, *args)
+    for name, value in (attrs or {}).items():
+        tx.output.side_effects.store_attr(exc, name, value)
+    try:
+        raise_new(tx, exc)
+    except ObservedRaise as error:
+        raise pass_from_iterator(error) from None
+
+
+def mark_thrown(tx: Tx, exc: ExceptionInstanceVariable) -> None:
+    """``exc`` is raised again (thrown into a generator): it gets a traceback."""
+    root_inst = _root(tx).current_inst
+    mark_raised(tx, exc, False, root_inst.lineno if root_inst else None)
+
+
+def raise_in_generator(child: Tx, exc: ExceptionInstanceVariable) -> NoReturn:
+    """``throw``: raise ``exc`` in the running generator ``child`` at its current
+    instruction. CPython chains it only to what the generator itself is handling
+    (``_PyErr_ChainStackItem``), not to what its consumer is."""
+    own = own_exc_info(child)
+    if isinstance(own, ExceptionInstanceVariable) and own is not exc:
+        raise_new(child, exc)  # the innermost state holds ``own``: it is the context
+    mark_thrown(child, exc)
+    raise ObservedRaise(exc, vetted=child)
+
+
+def vet_iteration(tx: Tx, error: ObservedRaise, *, stop_iteration: bool) -> None:
+    """Let ``tx`` handle what the iterator protocol passed on: FOR_ITER and SEND pass
+    everything but StopIteration (the end of the loop), ``next()`` everything."""
+    if error.left != FROM_ITERATOR:
+        return
+    if stop_iteration or not issubclass(error.exc.exc_type, StopIteration):
+        error.vetted = tx
+
+
+# Builtins that consume an iterable whole and keep nothing of it if it raises.
+_CONSUMERS = frozenset({list, tuple, sorted, sum, min, max, any, all, set, frozenset})
+
+
+def _consumes_iteration(fn: VariableTracker) -> bool:
+    """``list(gen)``, ``sum(gen)``...: they pass on what the generator raised."""
+    from bytegraph.variables.builtin import BuiltinVariable
+
+    return isinstance(fn, BuiltinVariable) and fn.fn in _CONSUMERS
+
+
+def _passes_iteration(fn: VariableTracker) -> bool:
+    """``next`` or a generator's own method: they pass on what the generator raised."""
+    from bytegraph.variables.base import BoundMethodVariable
+    from bytegraph.variables.builtin import BuiltinVariable
+    from bytegraph.variables.generators import GeneratorVariable
+
+    if isinstance(fn, BuiltinVariable):
+        return fn.fn is next
+    return isinstance(fn, BoundMethodVariable) and isinstance(fn.receiver, GeneratorVariable)

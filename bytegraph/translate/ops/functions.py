@@ -6,15 +6,18 @@ from typing import TYPE_CHECKING
 
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
+from bytegraph.translate.ops.exceptions import vet_iteration
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import IteratorVariable
+from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.functions import NestedFunctionVariable, new_cell
-from bytegraph.variables.generators import GeneratorVariable
+from bytegraph.variables.generators import GeneratorVariable, Returned
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+    from bytegraph.variables.base import VariableTracker
 
 @handler("MAKE_FUNCTION")
 def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
@@ -93,18 +96,26 @@ def SEND(tx: Tx, inst: Instruction) -> None:
     receiver = tx.stack[-1]
     if not isinstance(receiver, IteratorVariable):
         raise Unsupported("unsupported_value", f"yield from {receiver}")
-    if isinstance(receiver, GeneratorVariable):
-        item = receiver.resume(value)
-    elif value.is_python_constant() and value.as_python_constant() is None:
-        item = receiver.next_item(tx)
-    else:
-        raise Unsupported("unsupported_call", "send() of a value to an iterator (raises)")
-    if item is not None:
+    try:
+        item = _send(tx, receiver, value)
+    except ObservedRaise as error:  # what the receiver raised is raised at this SEND
+        vet_iteration(tx, error, stop_iteration=False)
+        raise
+    if not isinstance(item, Returned):
         tx.push(item)
         return
-    done = receiver.return_value() if isinstance(receiver, GeneratorVariable) else None
-    tx.stack[-1] = done if done is not None else ConstantVariable(None)
+    tx.stack[-1] = item.value
     tx.jump(inst.target)
+
+
+def _send(tx: Tx, receiver: IteratorVariable, value: VariableTracker) -> VariableTracker | Returned:
+    """``receiver.send(value)``: the item, or ``Returned`` with the ``yield from``'s result."""
+    if isinstance(receiver, GeneratorVariable):
+        return receiver.resume(tx, sent=value)
+    if not (value.is_python_constant() and value.as_python_constant() is None):
+        raise Unsupported("unsupported_call", "send() of a value to an iterator (raises)")
+    item = receiver.next_item(tx)
+    return Returned(ConstantVariable(None)) if item is None else item
 
 
 def _require_generator(tx: Tx) -> None:

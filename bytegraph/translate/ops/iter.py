@@ -2,15 +2,18 @@
 
 Loops unroll: each FOR_ITER step takes the next item, so the graph holds the
 loop body once per iteration. Iterators are lazy (``containers.iterate``):
-a loop over a list sees the appends its body makes, as in CPython.
+a loop over a list sees the appends its body makes, as in CPython. An
+exception a generator raises passes through FOR_ITER to the loop's handlers.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bytegraph.translate.ops.exceptions import vet_iteration
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.containers import IteratorVariable, iterate
+from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -30,7 +33,11 @@ def FOR_ITER(tx: Tx, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         iterator = tx.stack[-1] = iterate(tx, iterator)
-    item = iterator.next_item(tx)
+    try:
+        item = iterator.next_item(tx)
+    except ObservedRaise as error:  # what a generator raised passes through the loop
+        vet_iteration(tx, error, stop_iteration=False)
+        raise
     if item is None:
         tx.pop()
         tx.jump(inst.target)
