@@ -26,7 +26,9 @@ has a real traceback in eager mode that the trace cannot make: reading
 a one-entry traceback at the compiled frame's line where it was raised
 (``escapes.py``). Its ``__context__`` is unknown (unsupported to read) when
 it was raised while the frame's caller was handling an exception
-(``OuterExceptionVariable``).
+(``OuterExceptionVariable``). ``TracebackVariable`` stands for that
+traceback where a with-block hands it to ``__exit__``: passed on, compared
+with None, or put back on its exception.
 """
 
 from __future__ import annotations

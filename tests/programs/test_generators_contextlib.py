@@ -663,6 +663,53 @@ def context_of_raise_inside_generator(x):
     return x
 
 
+@add(t3)
+def throw_into_generator_handling_chains_context(x):
+    def gen(x):
+        try:
+            raise KeyError("held")
+        except KeyError:
+            try:
+                yield x
+            except ValueError as e:
+                yield type(e.__context__) is KeyError, e.__context__.args
+
+    g = gen(x)
+    y = next(g)
+    answer = g.throw(ValueError("thrown"))
+    return y * 2, answer, next(g, "end")
+
+
+@add(t3)
+def throw_into_generator_not_handling_keeps_context(x):
+    g = catches_value_error(x, [])
+    next(g)
+    try:
+        raise IndexError("consumer")
+    except IndexError:
+        exc = ValueError("thrown")
+        g.throw(exc)
+    g.close()
+    return x + 1, exc.__context__ is None
+
+
+@add(t3_log)
+def close_generator_paused_in_except(x, log):
+    def gen(x):
+        try:
+            raise KeyError("held")
+        except KeyError:
+            try:
+                yield x
+            finally:
+                log.append("closing")
+
+    g = gen(x)
+    y = next(g)
+    g.close()
+    return y * 5
+
+
 @add(t3_log)
 def finally_in_generator_consumed(x, log):
     out = [y + 1 for y in with_finally(x, log)]
@@ -1013,6 +1060,19 @@ def test_generator_abandoned_in_try_matches_eager(differential) -> None:
     eager_log, compiled_log = [], []
     assert torch.equal(compiled(x, compiled_log), abandons_paused_in_try(x, eager_log))
     assert compiled_log == eager_log
+
+
+def extend_from_raising_generator(x, log):
+    try:
+        log.extend(raises_midway(x))  # eager keeps the item before the raise
+    except AppError:
+        log.append("raised")
+    return x * 2
+
+
+def test_partial_consumer_of_raising_generator_matches_eager(differential) -> None:
+    fn = extend_from_raising_generator
+    differential.check(fn, differential.compile(fn), t3_log())
 
 
 def escapes_from_generator(x):
