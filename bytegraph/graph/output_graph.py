@@ -66,6 +66,8 @@ class OutputGraph:
         self._cells: dict[int, Any] = {}
         self._input_bases: set[int] = set()  # ids of the meta tensors inputs are views of
         self.writes_inputs = False  # an op wrote into an input (or a view of one)
+        # an op was recorded under a try block: failing at run time, it must reach a handler
+        self.ops_in_try = False
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""

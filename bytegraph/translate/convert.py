@@ -146,12 +146,21 @@ def _compile(
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
         pending = _PendingGraph()
+    on_error = None
+    if gm is not None:
+        on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn)
+        if output.ops_in_try and (on_error is None or on_error.rerun is None):
+            raise Unsupported(
+                "side_effect",
+                "an op under a try block, in a graph that cannot rerun as Python if it fails "
+                "(it writes into an input or draws random numbers): its error would miss "
+                "the handler",
+            )
     # The code first: if a live value cannot be rebuilt (Unsupported), the graph is
     # dropped before any backend saw it, so every graph a backend gets is one that runs.
     code = transformed_code(
         fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
-        output.side_effects, tail,
-        None if gm is None else OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn),
+        output.side_effects, tail, on_error,
     )
     if gm is not None:
         if logs.enabled("graph_code"):

@@ -95,16 +95,40 @@ _JUMP_EFFECTS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 
 
 def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
-    """Why a break at ``index`` would be unsafe, or None if it is safe."""
+    """Why a break at ``index`` would be unsafe, or None if it is safe.
+
+    A break inside a try block is safe: the Python part and the resume functions
+    run the original instructions under the original exception table, and a
+    graph that fails at run time reruns the code as Python, where the handler
+    catches it (``graph/rerun.py``; ``convert`` refuses a graph under a try
+    block that cannot rerun).
+    """
     code = decoded.code
     if code.co_cellvars:
         return "the frame owns closure cells, which a resume function cannot share"
     if code.co_flags & 0x20:
         return "breaks inside generators are not supported"
-    for entry in decoded.exception_table:
-        if entry.start <= index <= entry.end and not _is_with_cleanup(decoded, entry.target):
-            return "a break inside a try block: its handler would not cover the Python part"
     return None
+
+
+def in_try_block(decoded: DecodedCode, index: int) -> bool:
+    """Whether an exception at ``index`` can reach an ``except`` or ``finally`` block.
+
+    The 3.11 table is flat: each instruction names its innermost handler only.
+    A with-block's cleanup and a handler's own cleanup (``COPY 3; POP_EXCEPT;
+    RERAISE``) pass the exception on, so the walk follows them outward.
+    """
+    if not decoded.exception_table:
+        return False
+    seen: set[int] = set()
+    entry = decoded.handler_for(index)
+    while entry is not None and entry.target not in seen:
+        seen.add(entry.target)
+        first = decoded.instructions[entry.target].opname
+        if first == "PUSH_EXC_INFO" and not _is_with_cleanup(decoded, entry.target):
+            return True  # an except or finally block
+        entry = decoded.handler_for(entry.target)
+    return False
 
 
 def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:

@@ -22,10 +22,13 @@ goes on as Python to the end of the code, as in eager. A resume function is
 the original code with the same kind of prologue, jumping to an exit; it is
 itself a compiled entry point with its own guards and cache, generated once
 per (code, exit, stack layout, locals). A bound method waiting on the stack
-crosses as its receiver and is bound again in the prologue. Breaks are
-refused, and the frame runs as plain Python, inside a ``try`` (compiled code
-before and after the break would run outside its handler), in generators,
-or where the frame owns closure cells.
+crosses as its receiver and is bound again in the prologue. A break inside a
+try block works the same way: the Python part and the resume function run
+under the original exception table, and a graph under a try block reruns as
+Python if it fails (``convert`` refuses one that cannot). Breaks are
+refused, and the frame runs as plain Python, inside an except or finally
+block while it handles an exception, in generators, or where the frame owns
+closure cells.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from bytegraph.translate.regions import (
     refuse_reason,
 )
 from bytegraph.variables.base import NullVariable, VariableTracker
+from bytegraph.variables.exceptions import OuterExceptionVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -252,9 +256,7 @@ class BreakPlan:
 
 def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     """Check that a break before ``inst`` is safe and work out its exits."""
-    reason = refuse_reason(tx.decoded, inst.index)
-    if reason is not None:
-        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
+    _check_breakable(tx, inst.index)
     stack = tuple(tx.stack)
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
     exits = []
@@ -300,9 +302,7 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     """
     decoded = tx.decoded
     start, end = loop
-    reason = refuse_reason(decoded, start)
-    if reason is not None:
-        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
+    _check_breakable(tx, start)
     stack = tuple(tx.stack)
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
     bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
@@ -328,6 +328,19 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
         decoded.instructions[start], stack, bound, tuple(exits), None, live, (start, end),
         entry_live, methods=_method_slots(tx, stack[:kept], None),
     )
+
+
+def _check_breakable(tx: InstructionTranslator, index: int) -> None:
+    """Unsupported where a break at ``index`` is unsafe (regions.refuse_reason), or
+    inside an except/finally block running: the resume function would not be
+    handling that exception (``sys.exc_info()``, a bare ``raise``)."""
+    from bytegraph.translate.ops.exceptions import exc_info
+
+    reason = refuse_reason(tx.decoded, index)
+    if reason is None and not isinstance(exc_info(tx), OuterExceptionVariable):
+        reason = "inside an except or finally block while it handles an exception"
+    if reason is not None:
+        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
 
 
 def _tail_plan(

@@ -175,7 +175,21 @@ def tensor_op(
         tx.output.uses_default_device = True  # a factory: its device is global state
     example = _copy_if_moved(example, args, device)
     node = tx.output.create_node(kind, target, graph_args, graph_kwargs)
+    if not tx.output.ops_in_try:
+        tx.output.ops_in_try = _under_try_block(tx)
     return _wrap_result(tx, node, example, device, args)
+
+
+def _under_try_block(tx: InstructionTranslatorBase) -> bool:
+    """Whether a try block of this frame or a caller's covers the current instruction."""
+    from bytegraph.translate.regions import in_try_block
+
+    frame: Any = tx
+    while frame is not None:
+        if frame.current_inst is not None and in_try_block(frame.decoded, frame.current_inst.index):
+            return True
+        frame = getattr(frame, "parent", None)
+    return False
 
 
 # Legacy constructors read a torch.Size as a shape and any other sequence as data

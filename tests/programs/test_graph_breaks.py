@@ -556,9 +556,9 @@ def class_statement(x):
     return y * 3
 
 
-@program(t(3), 0)
+@program(t(3), 1)
 def try_except_around_print(x):
-    # A break inside try: the whole frame runs as Python, no graph.
+    # A break inside try: print runs in Python, the rest of the try is one graph.
     try:
         print("inside try")
         y = x * 2
@@ -567,9 +567,9 @@ def try_except_around_print(x):
     return y + 1
 
 
-@program(t(3), 0)
+@program(t(3), 1)
 def try_finally_graph_break(x):
-    # A break inside try/finally: the whole frame runs as Python.
+    # A break inside try/finally: one graph before it; the finally block runs after.
     y = x + 1
     try:
         z = y * 2
@@ -579,9 +579,9 @@ def try_finally_graph_break(x):
     return z
 
 
-@program(positive(3), 0)
+@program(positive(3), 2)
 def try_except_data_dependent(x):
-    # A data-dependent jump inside try: the whole frame runs as Python.
+    # A data-dependent jump inside try: the graph before it, the jump in Python, a resume.
     try:
         if x.sum() > 0:
             x = x * 2
