@@ -112,11 +112,14 @@ def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
 
 
 def in_try_block(decoded: DecodedCode, index: int) -> bool:
-    """Whether an exception at ``index`` can reach an ``except`` or ``finally`` block.
+    """Whether an exception at ``index`` can reach an ``except`` clause, which may
+    swallow it.
 
     The 3.11 table is flat: each instruction names its innermost handler only.
-    A with-block's cleanup and a handler's own cleanup (``COPY 3; POP_EXCEPT;
-    RERAISE``) pass the exception on, so the walk follows them outward.
+    A ``finally`` block, a with-block's cleanup and a handler's own cleanup
+    (``COPY 3; POP_EXCEPT; RERAISE``) pass the exception on, so the walk
+    follows them outward. (A ``return`` inside ``finally``, or an ``__exit__``
+    returning True, also swallows; neither is seen here.)
     """
     if not decoded.exception_table:
         return False
@@ -124,10 +127,24 @@ def in_try_block(decoded: DecodedCode, index: int) -> bool:
     entry = decoded.handler_for(index)
     while entry is not None and entry.target not in seen:
         seen.add(entry.target)
-        first = decoded.instructions[entry.target].opname
-        if first == "PUSH_EXC_INFO" and not _is_with_cleanup(decoded, entry.target):
-            return True  # an except or finally block
+        if _is_except_clause(decoded, entry.target):
+            return True
         entry = decoded.handler_for(entry.target)
+    return False
+
+
+def _is_except_clause(decoded: DecodedCode, handler: int) -> bool:
+    """``PUSH_EXC_INFO`` then a bare ``except:`` (POP_TOP) or an ``except X`` test."""
+    instructions = decoded.instructions
+    if instructions[handler].opname != "PUSH_EXC_INFO" or handler + 1 >= len(instructions):
+        return False
+    if instructions[handler + 1].opname == "POP_TOP":
+        return True
+    for inst in instructions[handler + 1 :]:
+        if inst.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH"):
+            return True
+        if not inst.opname.startswith(("LOAD_", "BUILD_", "BINARY_SUBSCR", "PRECALL", "CALL")):
+            return False  # the finally body's first statement, or a with's cleanup
     return False
 
 

@@ -69,18 +69,25 @@ def t5_encoder():
     return transformers.T5EncoderModel(config)
 
 
-def llama():
+def llama(**options):
     config = transformers.LlamaConfig(
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=100,
+        num_key_value_heads=2, vocab_size=100, **options,
     )
     return transformers.LlamaForCausalLM(config)
+
+
+def llama_eager_attention():
+    """The attention function comes from a ``collections.abc.Mapping`` registry whose
+    ``__getitem__`` raises KeyError for a miss, caught by ``Mapping.get``."""
+    return llama(attn_implementation="eager")
 
 
 # model -> the most graphs one call may take. Every one is a single graph: nothing
 # breaks (explain() reports no break), with or without an attention mask.
 MODELS = {"bert": (bert, 1), "gpt2": (gpt2, 1), "distilbert": (distilbert, 1),
-          "t5_encoder": (t5_encoder, 1), "llama": (llama, 1)}
+          "t5_encoder": (t5_encoder, 1), "llama": (llama, 1),
+          "llama_eager_attention": (llama_eager_attention, 1)}
 
 
 def warm_up(model, inputs) -> None:

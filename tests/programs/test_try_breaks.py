@@ -205,6 +205,23 @@ def test_data_error_after_a_break_reaches_the_handler(differential, counting_bac
     assert counting_backend.calls == 2
 
 
+def test_try_finally_does_not_need_a_rerun(differential, counting_backend) -> None:
+    """A finally block never swallows the error: a graph writing into an input under
+    try/finally stays one graph (Hugging Face wraps every forward in one)."""
+
+    def writes(x, log):
+        try:
+            x.add_(1)
+            y = x * 2
+        finally:
+            log.append("reset")
+        return y
+
+    compiled = differential.compile(writes)
+    differential.check(writes, compiled, (torch.ones(3), []))
+    assert counting_backend.calls == 1
+
+
 def test_graph_under_try_that_cannot_rerun_stays_python(differential, counting_backend) -> None:
     """An in-place write into an input under a try: if the graph failed after it, the
     handler could not see the error with eager's state, so the frame runs as Python."""
