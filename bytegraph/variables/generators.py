@@ -198,6 +198,7 @@ class GeneratorVariable(IteratorVariable):
         """``start()`` (push the sent value, or raise in the frame), then step to a yield."""
         frame = self.frame
         child = frame.translator
+        child.parent = tx  # the resumer is the frame below it now (CPython's f_back)
         running = _running_generators(tx)
         running.append(child)
         frame.running = True

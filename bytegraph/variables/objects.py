@@ -8,10 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
+from bytegraph.variables.constant import ConstantVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+_NAMES = ("__name__", "__qualname__", "__module__")
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -29,6 +34,14 @@ class ClassVariable(PythonValueVariable):
 
             return PartialVariable(args[0], tuple(args[1:]), dict(kwargs))
         raise Unsupported("unsupported_call", f"instantiating {self.value.__qualname__}")
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        """The names of a builtin class (``type(e).__name__``): fixed, as no Python code
+        can assign to a static type's attributes."""
+        cls = self.value
+        if name in _NAMES and isinstance(cls, type) and not cls.__flags__ & _HEAP_TYPE:
+            return ConstantVariable(getattr(cls, name))
+        return super().var_getattr(tx, name)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:

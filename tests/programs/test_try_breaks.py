@@ -142,6 +142,28 @@ def print_in_try(x, log):
 
 
 @add(t3, graphs=2)
+def break_in_user_with_swallowing(x, log):
+    with Recorder(log):
+        y = x * 4
+        bytegraph.graph_break()
+        log.append("body")
+        {}["swallowed"]
+    return y + 1
+
+
+@add(t3, graphs=2)
+def break_in_with_inside_try(x, log):
+    try:
+        with Recorder(log):
+            y = x * 4
+            bytegraph.graph_break()
+            raise ValueError("passes the with")
+    except ValueError:
+        y = x - 3
+    return y
+
+
+@add(t3, graphs=2)
 def break_in_try_inside_loop(x, log):
     total = x
     for i in range(3):
@@ -240,3 +262,26 @@ def test_graph_under_try_that_cannot_rerun_stays_python(differential, counting_b
     assert counting_backend.calls == 0
     reasons = [str(b) for b in compiled.entries[0].breaks]
     assert any("cannot rerun as Python" in r for r in reasons), reasons
+
+
+def test_op_in_a_generator_resumed_under_a_try_needs_a_rerun(differential, counting_backend):
+    """A generator's frame runs below whoever resumes it (not the frame that made it):
+    its ops run under the consumer's try block."""
+
+    def gathers(x, idx):
+        x.add_(1)
+        yield torch.gather(x, 0, idx)
+
+    def first(g, x):
+        try:
+            return next(g)
+        except RuntimeError:
+            return x.sum()
+
+    def consumes(x, idx):
+        return first(gathers(x, idx), x)
+
+    compiled = differential.compile(consumes)
+    differential.check(consumes, compiled, (torch.ones(3), torch.tensor([0, 1])))
+    differential.check(consumes, compiled, (torch.ones(3), torch.tensor([0, 9])))
+    assert counting_backend.calls == 0
