@@ -5,8 +5,9 @@ no break, and how many breaks the corpus needs in all. Run it on the working
 tree, then on an older commit to compare::
 
     python -m bench.exception_corpus          # from the repository root
-    git worktree add /tmp/before a8ba65e
-    cd /tmp/before && PYTHONPATH=. python ~+/bench/exception_corpus.py --label before
+    git worktree add /tmp/before a8ba65e      # the commit before issue 9
+    script=$PWD/bench/exception_corpus.py
+    cd /tmp/before && PYTHONPATH=. python $script --label before
 
 The programs are the ``Corpus`` lists of the test files below (each program
 carries its inputs). A program whose compiled result differs from eager is
