@@ -51,7 +51,9 @@ def inline_call(
         is_generator=bool(code.co_flags & CO_GENERATOR),
     )
     if child.is_generator:  # nothing runs until the consumer asks for an item
-        return GeneratorVariable((), SuspendedFrame(child), mutation_type=NEW_VALUE)
+        frame = SuspendedFrame(child)
+        call = (fn, tuple(args), tuple(kwargs.items()))
+        return GeneratorVariable((), frame, call, mutation_type=NEW_VALUE)
     try:
         child.run()
     except ObservedRaise as error:

@@ -33,9 +33,13 @@ The generator protocol follows CPython 3.11's ``genobject.c``:
 The paused frame is an InliningInstructionTranslator, which is mutable by
 nature; ``SuspendedFrame`` is the one object that holds it, and a trace that
 is thrown away (an Unsupported, a restart to plan a graph break) throws it
-away too. A generator that escapes the trace unconsumed is unsupported (its
-frame cannot be rebuilt), and so is one left paused inside a with/try block
-(``refuse_abandoned_generators``): CPython closes it when it is collected.
+away too. A generator that leaves the trace (returned, stored, or live
+across a graph break, which also covers a break inside its own body) is
+made again by the same call if it has not started: it has run nothing, so
+a new generator over the same argument objects is the same. A started one
+cannot be rebuilt (unsupported), and neither can one left paused inside a
+with/try block (``refuse_abandoned_generators``): CPython closes it when it
+is collected.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRa
 from bytegraph.variables.iterators import IteratorVariable
 
 if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import (
         InliningInstructionTranslator,
         InstructionTranslatorBase,
@@ -61,6 +66,9 @@ if TYPE_CHECKING:
     Tx = InstructionTranslatorBase
 
 MAX_YIELDS = 10_000
+
+# (function, positional arguments, keyword items) of a generator function's call
+GeneratorCall = tuple[VariableTracker, tuple[VariableTracker, ...], tuple[tuple[str, Any], ...]]
 _PEP_479 = "generator raised StopIteration"
 _METHODS = ("__next__", "send", "throw", "close", "__iter__")
 
@@ -138,6 +146,10 @@ def _is_none(vt: VariableTracker) -> bool:
     return vt.is_python_constant() and vt.as_python_constant() is None
 
 
+def _call(function: Any, args: tuple, keywords: dict[str, Any]) -> Any:
+    return function(*args, **keywords)
+
+
 def _running_generators(tx: Tx) -> list[Any]:
     from bytegraph.translate.ops.exceptions import root_translator
 
@@ -149,9 +161,26 @@ class GeneratorVariable(IteratorVariable):
     """A generator object; ``items`` is unused (always empty)."""
 
     frame: Any = None  # SuspendedFrame
+    call: GeneratorCall | None = None  # the call that made it, to make it again
 
     def python_type(self) -> type:
         return types.GeneratorType
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        """The same call again, if the frame has not started: it has run nothing yet, so
+        a new generator over the same argument objects is the same generator."""
+        if self.frame.started or self.call is None:
+            raise Unsupported(
+                "unsupported_value",
+                f"{self} started in the trace crosses into Python (a paused frame cannot be "
+                "rebuilt)",
+            )
+        from bytegraph.variables.containers import TupleVariable
+        from bytegraph.variables.dicts import DictVariable
+
+        function, args, keywords = self.call
+        parts = [function, TupleVariable(args), DictVariable(dict(keywords))]
+        codegen.call_const(_call, parts)
 
     def next_item(self, tx: Tx) -> VariableTracker | None:
         result = self.resume(tx)

@@ -19,6 +19,8 @@ import pytest
 import torch
 from _harness import Corpus, check_program, randn
 
+import bytegraph
+
 corpus = Corpus()
 add = corpus.add
 
@@ -1035,6 +1037,40 @@ def test_generator_returned_out_matches_eager(differential) -> None:
     x = torch.randn(3)
     got, want = compiled(x), returns_generator_unconsumed(x)
     assert [torch.equal(a, b) for a, b in zip(got, want)] == [True, True]
+
+
+def test_unstarted_generator_returned_is_made_again(differential, counting_backend) -> None:
+    """It has run nothing, so the transformed code calls the generator function again
+    on the same argument objects (``x + 1`` from the graph): one graph, no break."""
+    compiled = differential.compile(returns_generator_unconsumed)
+    x = torch.randn(3)
+    gen = compiled(x)
+    assert type(gen) is type(returns_generator_unconsumed(x))
+    assert [torch.equal(a, b) for a, b in zip(gen, returns_generator_unconsumed(x))] == [True] * 2
+    assert counting_backend.calls == 1
+    assert not compiled.entries[0].breaks
+
+
+def breaking_squares(items, log):
+    for item in items:
+        log.append(len(log))
+        bytegraph.graph_break()
+        yield item * item
+
+
+def consumes_a_breaking_generator(x, log):
+    y = x.exp()
+    gen = breaking_squares([y, x], log)
+    first = next(gen)
+    return y + first, log
+
+
+def test_break_inside_a_generator_body(differential, counting_backend) -> None:
+    """The break comes inside the generator's body, before it started: the generator is
+    made again in Python, and the caller's work before it is still a graph."""
+    compiled = differential.compile(consumes_a_breaking_generator)
+    differential.check(consumes_a_breaking_generator, compiled, (torch.randn(3), []))
+    assert counting_backend.calls == 2  # exp before the break; the add in the resume
 
 
 def test_half_consumed_generator_returned_matches_eager(differential) -> None:
