@@ -11,7 +11,8 @@ generators, some decorated), over ``tree.PRELUDE`` and the snippets of
 ``prelude.py`` it names. The third call changes shapes, ints, list length,
 dict keys, dtype, requires_grad, aliasing, ``opt`` to None, attribute types
 and ``mod.training``. The wider families of productions live in
-``families.py`` (expressions) and ``statements.py`` (statements); this
+``families.py`` (expressions), ``statements.py`` and ``errors.py``
+(statements: the exception, generator and with-block families); this
 module holds the core ones. Expression productions are tables of
 ``(weight, template, argument kinds)``; statements are small functions that
 pick a production and may open a block. Scoping is kept simple: names bound
@@ -26,6 +27,7 @@ import random
 from collections.abc import Callable
 
 from tests.fuzz import families
+from tests.fuzz.errors import ErrorStatements
 from tests.fuzz.statements import FamilyStatements
 from tests.fuzz.tree import CallInputs, Clause, Expr, Program, Stmt
 
@@ -129,7 +131,7 @@ class Scope:
         return dataclasses.replace(new, **changes)
 
 
-class Generator(FamilyStatements):
+class Generator(FamilyStatements, ErrorStatements):
     """Draws one program from a seeded ``random.Random``."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -202,7 +204,7 @@ class Generator(FamilyStatements):
             makers.append((2, self.loop_exit))
         if scope.in_try:
             makers.append((2, self.raise_stmt))
-        return makers + self.family_makers(scope)
+        return makers + self.family_makers(scope) + self.error_makers(scope)
 
     def simple(self, scope: Scope, text: str, kinds: str) -> Stmt:
         return Stmt(text, [self.expr(k, scope) for k in kinds])

@@ -2,8 +2,11 @@
 
 Each snippet is the kind of thing real model code keeps next to its
 ``forward``: a class with properties and dunders, a small inheritance tree,
-``__slots__``, dataclasses, namedtuples, enums, user exceptions, decorators
-written with ``functools.wraps``, generators and a bounded recursion.
+``__slots__``, dataclasses, namedtuples, enums, user exceptions (one with
+attributes), helpers that raise through several frames, decorators written
+with ``functools.wraps``, generators (sent to, thrown into, closed, raising,
+delegating, breaking the graph), ``contextlib`` managers and a user
+``__exit__`` that swallows some errors, and a bounded recursion.
 ``tree.render_program`` keeps a snippet (and the snippets it needs, listed in
 ``NEEDS``) only when the program names it, so reproducers stay short.
 
@@ -183,13 +186,141 @@ def make_counter():
     return bump
 '''
 
+CODED = '''
+class CodedError(FuzzError):
+    def __init__(self, code, note='bad'):
+        super().__init__(code, note)
+        self.code = code
+        self.note = note
+'''
+
+RAISERS = '''
+def must_small(v, limit=3):
+    if v > limit:
+        raise CodedError(v, 'big')
+    return v
+
+
+def via_two(v, limit=3):
+    return must_small(v, limit) + 1
+
+
+def via_three(t, v):
+    try:
+        return t * via_two(v)
+    finally:
+        GL.append('via_three')
+
+
+def lookup(table, key):
+    try:
+        return table[key]
+    except KeyError as e:
+        raise LookupError('no ' + str(key)) from e
+'''
+
+GENERATORS = '''
+def gen_acc(t, k):
+    total = 0
+    try:
+        while True:
+            got = yield t * total
+            total += 1 if got is None else got
+            if total > k + 3:
+                return total
+    finally:
+        GL.append(('gen_acc', total))
+
+
+def gen_guard(t, n):
+    for i in range(n):
+        try:
+            yield t * i
+        except ValueError as e:
+            GL.append(str(e))
+            yield t - i
+
+
+def gen_raise(t, k):
+    yield t
+    if k % 2:
+        raise CodedError(k)
+    yield t * 2
+
+
+def gen_stop(t, k):
+    yield t
+    if k > 1:
+        next(iter([]))
+    yield t + k
+
+
+def gen_delegate(t, k):
+    got = yield from gen_acc(t, k)
+    yield t * (got or 0)
+
+
+def gen_break(t):
+    yield t
+    bytegraph.graph_break()
+    yield t + 1
+'''
+
+MANAGERS = '''
+@contextlib.contextmanager
+def logged(tag):
+    GL.append(('enter', tag))
+    try:
+        yield tag
+    finally:
+        GL.append(('exit', tag))
+
+
+@contextlib.contextmanager
+def converted():
+    try:
+        yield
+    except KeyError as e:
+        raise CodedError(1, 'converted') from e
+
+
+@contextlib.contextmanager
+def swallowing(*kinds):
+    try:
+        yield len(kinds)
+    except kinds as e:
+        GL.append(type(e).__name__)
+
+
+class Guard:
+    def __init__(self, *kinds):
+        self.kinds = kinds
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:
+            return False
+        GL.append(kind.__name__)
+        return issubclass(kind, self.kinds)
+'''
+
 SNIPPETS: dict[str, str] = {
     "Stats": STATS, "Base": BASE, "Child": CHILD, "Slotted": SLOTTED, "Key": KEY,
     "Config": CONFIG, "Point": POINT, "Mode": MODE, "FuzzError": ERRORS, "SubError": ERRORS,
     "traced": TRACED, "scaled": SCALED, "star_sum": STAR_SUM, "affine": AFFINE,
     "gen_rows": GEN_ROWS, "gen_more": GEN_MORE, "rec": REC, "make_counter": MAKE_COUNTER,
+    "CodedError": CODED, "must_small": RAISERS, "via_two": RAISERS, "via_three": RAISERS,
+    "lookup": RAISERS, "gen_acc": GENERATORS, "gen_guard": GENERATORS, "gen_raise": GENERATORS,
+    "gen_stop": GENERATORS, "gen_delegate": GENERATORS, "gen_break": GENERATORS,
+    "logged": MANAGERS, "converted": MANAGERS, "swallowing": MANAGERS, "Guard": MANAGERS,
 }
 """Name a program may use -> the snippet that defines it."""
 
-NEEDS: dict[str, tuple[str, ...]] = {"Child": ("Base",), "gen_more": ("gen_rows",)}
+NEEDS: dict[str, tuple[str, ...]] = {
+    "Child": ("Base",), "gen_more": ("gen_rows",), "CodedError": ("FuzzError",),
+    **{name: ("CodedError",) for name in ("must_small", "via_two", "via_three", "lookup")},
+    **{name: ("CodedError",) for name in ("gen_raise", "converted")},
+}
 """Snippets another snippet needs."""

@@ -9,9 +9,11 @@ The recipe (DESIGN.md, "Correctness rule", made exhaustive):
    call traces, the second has equal metadata and should hit the cache, the
    third changes values, shapes and ints;
 3. after each call compare what a user could observe: the exception raised
-   (type and message), printed output, grad mode, the return value, every
-   argument after the call (objects through their ``__dict__``), the mutated
-   module globals, and which of all these are (or share storage with) which.
+   (type and message, then its args, attributes, ``__cause__`` and
+   ``__context__`` chain and ``__suppress_context__``), printed output, grad
+   mode, the return value, every argument after the call (objects through
+   their ``__dict__``), the mutated module globals, and which of all these
+   are (or share storage with) which.
 
 The first difference ends the run with an ``Outcome`` whose ``category`` is
 ``internal:<type>`` (bytegraph's own machinery raised, or warned of an
@@ -110,7 +112,7 @@ def normalize(value: Any, memo: dict[int, Any]) -> Any:
     if isinstance(value, tuple):  # a namedtuple: its class differs between the namespaces
         return (type(value).__qualname__, *(normalize(v, memo) for v in value))
     if isinstance(value, BaseException):
-        return ("exception", type(value).__name__, str(value))
+        return exception_record(value, memo)
     if isinstance(value, (type, types.FunctionType, types.MethodType)):
         return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')}>"
     if hasattr(value, "__dict__") and not isinstance(value, types.ModuleType):
@@ -167,8 +169,34 @@ def explain_internal(error: BaseException) -> str:
     return " <- ".join(lines) + "\n" + "".join(frames)
 
 
+def exception_record(error: BaseException, memo: dict[int, Any], depth: int = 0) -> tuple:
+    """What a user sees of an exception: type, str, args, attributes, and its cause and context.
+
+    Chains are followed three links deep (a chain of the program's own making is short).
+    """
+    def link(other: BaseException | None) -> tuple | None:
+        return None if other is None or depth >= 3 else exception_record(other, memo, depth + 1)
+
+    attributes = {k: normalize(v, memo) for k, v in sorted(vars(error).items())}
+    return (
+        "exception", type(error).__name__, str(error), normalize(error.args, memo), attributes,
+        link(error.__cause__), link(error.__context__), error.__suppress_context__,
+    )
+
+
 def describe(error: BaseException | None) -> tuple[str, str] | None:
     return None if error is None else (type(error).__name__, str(error))
+
+
+def same_exception(eager: BaseException | None, compiled: BaseException | None) -> str | None:
+    """Where the escaping exceptions differ past type and message: args, attributes, chain."""
+    if eager is None or compiled is None:
+        return None
+    try:
+        assert_same_value(exception_record(compiled, {}), exception_record(eager, {}), "exception")
+    except Exception as exc:  # noqa: BLE001  (a comparison that cannot even run differs too)
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, str] | None:
@@ -183,6 +211,9 @@ def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, st
     if not same_error:
         detail = f"eager {describe(eager.error)}, compiled {describe(compiled.error)}"
         return "wrong:exception", detail
+    chain = same_exception(eager.error, compiled.error)
+    if chain is not None:
+        return "wrong:exception_chain", chain
     if eager.stdout != compiled.stdout:
         return "wrong:stdout", f"eager {eager.stdout!r}, compiled {compiled.stdout!r}"
     if eager.grad_enabled != compiled.grad_enabled:

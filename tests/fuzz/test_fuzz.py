@@ -62,6 +62,12 @@ FAMILIES = [
     "w.grad", "torch.no_grad()", "scatter", "gather", "index_add", "topk", "sort(", ".tolist()",
     "unbind", "chunk(", "split(", "F.", ".T", "permute", "raise", "from None", "assert ",
     "else:", "finally:", "while True:", "del ", "return x", "opt is None",
+    # the exception, generator and with-block families (errors.py)
+    "except:", "except (", ") from e", "from None", "raise\n", "CodedError(", "via_three(",
+    "lookup(", "gen_guard(", "gen_acc(", "gen_delegate(", "gen_stop(", "gen_break(", ".send(",
+    ".throw(", ".close()", "next(g", "contextlib.suppress(", "contextlib.nullcontext(",
+    "logged(", "converted()", "swallowing(", "Guard(", "bytegraph.graph_break()", ".shape ==",
+    "lst.index(", "obj.missing", "int(['3', 'x'",
 ]
 
 

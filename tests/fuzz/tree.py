@@ -139,6 +139,7 @@ class Program:
 
 IMPORTS = '''\
 import collections
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -241,7 +242,7 @@ def render_program(program: Program) -> str:
 def used_snippets(body: str) -> list[str]:
     """The optional prelude snippets ``body`` names (and those they need), each once, in order."""
     names = [name for name in OPTIONAL_CLASSES if re.search(rf"\b{name}\b", body)]
-    for name in list(names):
+    for name in names:  # grows while it runs: the needs of needs
         names += [need for need in NEEDS.get(name, ()) if need not in names]
     texts: list[str] = []
     for name in OPTIONAL_CLASSES:
