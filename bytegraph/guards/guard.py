@@ -58,5 +58,7 @@ class Guard:
     expected: Any = None
 
     @property
-    def key(self) -> tuple[GuardKind, Source]:
+    def key(self) -> tuple[Any, ...]:
+        if self.kind is GuardKind.KEY_ABSENT:  # one per absent key of the same mapping
+            return self.kind, self.source, self.expected
         return self.kind, self.source

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from bytegraph.variables.containers import (
 from bytegraph.variables.ctx import GRAD_MODE_CLASSES, wrap_context_manager
 from bytegraph.variables.enums import EnumClassVariable, EnumMemberVariable, is_enum_class
 from bytegraph.variables.environ import EnvironVariable, is_environ
+from bytegraph.variables.exceptions import ExcInfoFunctionVariable
 from bytegraph.variables.functions import (
     MarkedFunctionVariable,
     PartialVariable,
@@ -82,6 +84,7 @@ from bytegraph.variables.user_defined import (
     mapping_base,
 )
 from bytegraph.variables.user_dicts import wrap_user_mapping
+from bytegraph.variables.user_exceptions import UserExceptionClassVariable, is_user_exception_class
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -247,10 +250,14 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return DataclassReplaceVariable(source=source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source=source)
+    if value is sys.exc_info:
+        return ExcInfoFunctionVariable(source=source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):
         return NamedTupleClassVariable(value, source=source)
+    if is_user_exception_class(value):
+        return UserExceptionClassVariable(value, source=source)
     if is_plain_exception_class(value):
         return ExceptionClassVariable(value, source=source)
     if is_enum_class(value):

@@ -85,9 +85,12 @@ def _isinstance(tx: Tx, args, kwargs) -> VariableTracker:
 
 def _type(tx: Tx, args, kwargs) -> VariableTracker | None:
     from bytegraph.variables.builder import wrap_constant_result
+    from bytegraph.variables.exceptions import ExceptionInstanceVariable
 
     if len(args) != 1 or kwargs:
         raise Unsupported("unsupported_call", "type() making a class")
+    if isinstance(args[0], ExceptionInstanceVariable):  # a user class, read through its source
+        return args[0].class_vt()
     return wrap_constant_result(args[0].python_type())
 
 
@@ -148,15 +151,19 @@ def _refuse_tensor(what: str):
 
 
 def _exception_text(fn: Any):
-    """``str(exc)``/``repr(exc)`` of an exception made in the trace: BaseException's,
-    which reads only the class and the args (``variables/exceptions.py``)."""
+    """``str(exc)``/``repr(exc)`` (``format(exc)`` for ``f"{exc}"``) of an exception
+    made in the trace: a user class's override inlined, else BaseException's text,
+    which reads only the class and the args (``variables/user_exceptions.py``)."""
     refuse = _refuse_tensor(fn.__name__)
 
     def handler(tx: Tx, args, kwargs) -> VariableTracker | None:
         from bytegraph.variables.exceptions import ExceptionInstanceVariable
+        from bytegraph.variables.user_exceptions import exception_text
 
-        if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionInstanceVariable):
-            return ConstantVariable(fn(args[0].constant_copy()))
+        if args and not kwargs and isinstance(args[0], ExceptionInstanceVariable):
+            rest = [a.as_python_constant() if a.is_python_constant() else None for a in args[1:]]
+            if fn is not format and not rest or fn is format and rest in ([], [""]):
+                return exception_text(tx, args[0], repr if fn is repr else str)
         return refuse(tx, args, kwargs)
 
     return handler
@@ -490,9 +497,10 @@ HANDLERS: dict[Any, Any] = {
     operator.methodcaller: _make_getter(operator.methodcaller),
     builtins.str: _exception_text(builtins.str),
     builtins.repr: _exception_text(builtins.repr),
+    builtins.format: _exception_text(builtins.format),
     **{fn: _refuse_tensor(fn.__name__) for fn in (
         builtins.int, builtins.float, builtins.complex,
-        builtins.ascii, builtins.format, builtins.round, builtins.hash, builtins.divmod,
+        builtins.ascii, builtins.round, builtins.hash, builtins.divmod,
     )},
 }
 

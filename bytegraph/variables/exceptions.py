@@ -11,12 +11,13 @@ The four attributes BaseException keeps in slots follow CPython's rules:
 * ``__suppress_context__`` takes a bool;
 * ``__traceback__`` takes None (a real traceback cannot be made here).
 
-Other names (not attributes of the class) are plain instance attributes.
-Class attributes of a user subclass are not read (they are not guarded).
-Anything else (``e.args = ...``, ``OSError.errno``, a value CPython would
-reject with TypeError) is unsupported. Rebuilt, the object is
-``ExcType(*args)`` followed by ``object.__setattr__`` of each final value:
-``__cause__`` first (it resets ``__suppress_context__``), then the rest.
+``args`` takes a tuple. Other names (not attributes of a builtin class, nor
+descriptors of a user class) are plain instance attributes. Anything else
+(``OSError.errno``, a value CPython would reject with TypeError) is
+unsupported. Rebuilt, the object is ``ExcType(*args)`` (``ExcType.__new__(
+ExcType, *args)`` for a class with a Python ``__init__``, which must not run
+twice) followed by ``object.__setattr__`` of each final value: ``__cause__``
+first (it resets ``__suppress_context__``), then the rest.
 
 Raising one (``translate/ops/exceptions.py``) wraps it in ``ObservedRaise``,
 the Python exception that carries a raised VT through the translator's own
@@ -27,13 +28,20 @@ a one-entry traceback at the compiled frame's line where it was raised
 (``escapes.py``). Its ``__context__`` is unknown (unsupported to read) when
 it was raised while the frame's caller was handling an exception
 (``OuterExceptionVariable``). ``TracebackVariable`` stands for that
-traceback where a with-block hands it to ``__exit__``: passed on, compared
-with None, or put back on its exception.
+traceback where a with-block hands it to ``__exit__`` or ``sys.exc_info()``
+returns it (``ExcInfoFunctionVariable``): passed on, compared with None, or
+put back on its exception.
+
+Instances of user subclasses (user_exceptions.py) are the same VT with the
+class VT they were made through (``cls_vt``): their ``args`` follow
+``BaseException.__new__`` and ``__init__``, and their class attributes are
+read (and guarded) through that class's source.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -117,19 +125,42 @@ class OuterExceptionVariable(VariableTracker):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ExceptionInstanceVariable(VariableTracker):
-    """``ExcType(*args)`` made in the trace, with the attributes stored on it since."""
+    """``ExcType(*args)`` made in the trace, with the attributes stored on it since.
+
+    ``args`` is what ``BaseException.__new__`` stored: the constructor's positional
+    arguments; a later ``e.args = ...`` or BaseException's ``__init__`` run again
+    (``super().__init__(msg)``) stores ``args`` in SideEffects. ``cls_vt`` is the
+    class VT a user subclass was called through (user_exceptions.py reads its
+    attributes through it); None for a builtin class.
+    """
 
     exc_type: type[BaseException]
     args: tuple[VariableTracker, ...]
+    cls_vt: VariableTracker | None = None
 
     def python_type(self) -> type:
         return self.exc_type
 
-    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+    def class_vt(self) -> VariableTracker:
+        """``type(exc)``."""
+        from bytegraph.variables.raising import ExceptionClassVariable
+
+        return self.cls_vt if self.cls_vt is not None else ExceptionClassVariable(self.exc_type)
+
+    def current_args(self, side_effects: Any) -> VariableTracker:
+        """``exc.args`` now: the last store of it, else the constructor's arguments."""
         from bytegraph.variables.containers import TupleVariable
 
+        pending = side_effects.load_attr(self, "args")
+        return pending if pending is not None else TupleVariable(self.args)
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        from bytegraph.variables.user_exceptions import instance_getattr
+
         if name == "args":
-            return TupleVariable(self.args)
+            return self.current_args(tx.output.side_effects)
+        if name == "__class__":
+            return self.class_vt()
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None and pending is not DELETED:
             return pending
@@ -138,24 +169,40 @@ class ExceptionInstanceVariable(VariableTracker):
             raise Unsupported("unsupported_value", f"{name} of a raised exception")
         if name in _SLOT_DEFAULTS:
             return ConstantVariable(_SLOT_DEFAULTS[name])
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.exc_type.__name__}")
+        if not name.isidentifier() or name == "__dict__":
+            raise Unsupported("unsupported_value", f"{name!r} of a {self.exc_type.__name__}")
+        return instance_getattr(tx, self, name)
 
-    def constant_copy(self) -> BaseException:
-        """A real ``ExcType(*args)`` for str() and repr(), when the args are constants."""
-        if not all(a.is_python_constant() for a in self.args):
+    def constant_copy(self, tx: Tx) -> BaseException:
+        """A real exception of the same class and current args, for str() and repr(),
+        when the args are constants. A user class is made with its ``__new__`` alone
+        (BaseException's): its ``__init__`` must not run at trace time."""
+        args = self.current_args(tx.output.side_effects)
+        if not args.is_python_constant():
             raise Unsupported("unsupported_value", f"text of a {self.exc_type.__name__}")
-        return self.exc_type(*(a.as_python_constant() for a in self.args))
+        values = args.as_python_constant()
+        if self.cls_vt is None:
+            return self.exc_type(*values)
+        copy = self.exc_type.__new__(self.exc_type)
+        copy.args = values
+        return copy
 
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
         """``e.name = value``: a slot of BaseException checked as CPython checks it,
-        or a plain instance attribute."""
+        ``args`` (a tuple), or a plain instance attribute."""
+        from bytegraph.variables.user_exceptions import check_instance_store
+
         side_effects = tx.output.side_effects
         if name == "__traceback__" and isinstance(value, TracebackVariable) and value.exc is self:
             return  # the traceback it was raised with, put back (contextlib's __exit__)
         if name in _SLOT_DEFAULTS:
             _check_slot_value(name, value)
-        elif not name.isidentifier() or hasattr(self.exc_type, name):
+        elif name == "args":
+            value = _args_value(value)
+        elif not name.isidentifier():
             raise Unsupported("side_effect", f"setting {name!r} of a {self.exc_type.__name__}")
+        else:
+            check_instance_store(tx, self, name)
         side_effects.store_attr(self, name, value)
         if name == "__cause__":
             side_effects.store_attr(self, "__suppress_context__", ConstantVariable(True))
@@ -164,21 +211,31 @@ class ExceptionInstanceVariable(VariableTracker):
         raise Unsupported("side_effect", f"deleting {name!r} of a {self.exc_type.__name__}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute.
+        """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute
+        (``args`` among them when it changed). A class whose ``__init__`` is a Python
+        function is made with ``ExcType.__new__(ExcType, *args)``: its ``__init__``
+        ran in the trace, and its effects are the attributes and side effects.
 
         One the trace raised gets a traceback at the compiled frame's line where it
         was raised (escapes.py)."""
         from bytegraph.escapes import with_traceback_at
+        from bytegraph.variables.user_exceptions import has_python_init
 
         raised = raised_in_trace(codegen.side_effects, self)
 
+        def make() -> None:
+            if has_python_init(self.exc_type):
+                codegen.call_const(self.exc_type.__new__, [self.class_vt(), *self.args])
+            else:
+                codegen.call_const(self.exc_type, list(self.args))
+
         def build() -> None:
             if raised is None:
-                codegen.call_const(self.exc_type, list(self.args))
+                make()
                 return
             codegen.append(*assemble.push_null())
             codegen.load_const(with_traceback_at)
-            codegen.call_const(self.exc_type, list(self.args))
+            make()
             codegen.load_const(raised.lineno or 0)
             codegen.append(*assemble.call(2))
 
@@ -188,6 +245,15 @@ class ExceptionInstanceVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ExceptionInstanceVariable({self.exc_type.__name__})"
+
+
+def _args_value(value: VariableTracker) -> VariableTracker:
+    """``e.args = value``: CPython keeps ``tuple(value)``; a plain tuple here."""
+    from bytegraph.variables.containers import TupleVariable
+
+    if type(value) is TupleVariable and value.python_type() is tuple:
+        return value
+    raise Unsupported("side_effect", f"args set to {value}")
 
 
 def _check_slot_value(name: str, value: VariableTracker) -> None:
@@ -226,3 +292,33 @@ class TracebackVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TracebackVariable({self.exc!r})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ExcInfoFunctionVariable(VariableTracker):
+    """``sys.exc_info``: ``(type, value, traceback)`` of the exception being handled
+    (``exc_info`` in translate/ops/exceptions.py), or three Nones when none is; the
+    traceback is a ``TracebackVariable``. What the frame's caller handles is unknown
+    here: unsupported."""
+
+    def python_type(self) -> type:
+        return types.BuiltinFunctionType
+
+    def as_python_constant(self) -> Any:
+        return sys.exc_info
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        from bytegraph.translate.ops.exceptions import exc_info
+        from bytegraph.variables.containers import TupleVariable
+
+        if args or kwargs:
+            raise Unsupported("unsupported_call", "sys.exc_info() with arguments (TypeError)")
+        handled = exc_info(tx)
+        if isinstance(handled, ExceptionInstanceVariable):
+            return TupleVariable((handled.class_vt(), handled, TracebackVariable(handled)))
+        if handled.is_python_constant() and handled.as_python_constant() is None:
+            return TupleVariable((ConstantVariable(None),) * 3)
+        raise Unsupported("unsupported_value", "sys.exc_info() of the caller's exception")
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.load_const(sys.exc_info)

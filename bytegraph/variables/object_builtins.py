@@ -27,6 +27,7 @@ from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.custom_attrs import tensor_hasattr
+from bytegraph.variables.exceptions import ExceptionInstanceVariable
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.user_defined import (
     MissingAttribute,
@@ -35,6 +36,7 @@ from bytegraph.variables.user_defined import (
     is_data_descriptor,
     lookup_class_attr,
 )
+from bytegraph.variables.user_exceptions import super_getattr
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -56,6 +58,8 @@ class SuperVariable(VariableTracker):
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         obj = self.obj
+        if isinstance(obj, ExceptionInstanceVariable):
+            return super_getattr(tx, self.cls, obj, name)
         if not isinstance(obj, UserDefinedObjectVariable):
             raise Unsupported("unsupported_value", f"super() of {obj}")
         mro = obj.cls.__mro__
@@ -189,7 +193,9 @@ class ObjectBuiltinVariable(BuiltinVariable):
             return ConstantVariable(None)
         if fn is hasattr and len(args) == 2 and isinstance(obj, TensorVariable):
             return ConstantVariable(tensor_hasattr(tx, obj, _name_arg(args[1])))
-        if not isinstance(obj, (UserDefinedObjectVariable, UserDefinedClassVariable)):
+        if not isinstance(
+            obj, (UserDefinedObjectVariable, UserDefinedClassVariable, ExceptionInstanceVariable)
+        ):
             return None
         if fn is hasattr and len(args) == 2:
             try:

@@ -159,7 +159,16 @@ def is_plain_exception_class(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ExceptionClassVariable(ClassVariable):
-    """A builtin exception class: calling it makes an exception object."""
+    """A builtin exception class: calling it makes an exception object; its
+    ``__init__`` is BaseException's (``Exception.__init__(self, msg)`` in a user
+    subclass's, user_exceptions.py)."""
+
+    def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
+        if name == "__init__" and not issubclass(self.value, _SPECIAL_BASES):
+            from bytegraph.variables.user_exceptions import BaseExceptionInitVariable
+
+            return BaseExceptionInitVariable(self.value)
+        return super().var_getattr(tx, name)
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if kwargs:

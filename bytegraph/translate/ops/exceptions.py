@@ -354,11 +354,14 @@ def _match_classes(match: VariableTracker) -> tuple[type, ...]:
 def _is_user_function(tx: Tx, fn: VariableTracker) -> bool:
     from bytegraph.variables.functions import BaseFunctionVariable
     from bytegraph.variables.user_defined import UserDefinedClassVariable, UserMethodVariable
+    from bytegraph.variables.user_exceptions import UserExceptionClassVariable, has_python_init
 
     if isinstance(fn, UserMethodVariable):
         fn = fn.fn
     if type(fn) is UserDefinedClassVariable:
         return _init_is_the_only_frame(tx, fn)
+    if isinstance(fn, UserExceptionClassVariable):  # its __init__, if a Python function
+        return has_python_init(fn.value)
     return isinstance(fn, BaseFunctionVariable)
 
 
