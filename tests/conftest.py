@@ -10,6 +10,7 @@ importing this file.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -58,6 +59,8 @@ def clone_value(value: Any, memo: dict[int, Any] | None = None) -> Any:
         copy = {k: clone_value(v, memo) for k, v in value.items()}
     elif type(value) is tuple:
         copy = tuple(clone_value(v, memo) for v in value)
+    elif type(value) is collections.deque:
+        copy = collections.deque((clone_value(v, memo) for v in value), maxlen=value.maxlen)
     else:
         return value  # immutable Python values: int, float, str, dtype, None...
     memo[id(value)] = copy
@@ -79,7 +82,7 @@ def assert_same_value(actual: Any, expected: Any, path: str = "result") -> None:
         assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
         for key in expected:
             assert_same_value(actual[key], expected[key], f"{path}[{key!r}]")
-    elif isinstance(expected, (tuple, list)):
+    elif isinstance(expected, (tuple, list, collections.deque)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same_value(a, e, f"{path}[{i}]")
@@ -91,12 +94,12 @@ def assert_same_value(actual: Any, expected: Any, path: str = "result") -> None:
 
 def _objects(value: Any, path: str) -> Iterator[tuple[str, Any]]:
     """Every tensor, list and dict reachable from ``value``, with its path."""
-    if isinstance(value, (torch.Tensor, list, dict)):
+    if isinstance(value, (torch.Tensor, list, dict, collections.deque)):
         yield path, value
     if isinstance(value, dict):
         for key, item in value.items():
             yield from _objects(item, f"{path}[{key!r}]")
-    elif isinstance(value, (tuple, list)):
+    elif isinstance(value, (tuple, list, collections.deque)):
         for i, item in enumerate(value):
             yield from _objects(item, f"{path}[{i}]")
 

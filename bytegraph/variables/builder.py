@@ -48,6 +48,7 @@ from bytegraph.variables.containers import (
     is_namedtuple_class,
 )
 from bytegraph.variables.ctx import GRAD_MODE_CLASSES, wrap_context_manager
+from bytegraph.variables.deques import DequeClassVariable, wrap_frame_deque
 from bytegraph.variables.enums import EnumClassVariable, EnumMemberVariable, is_enum_class
 from bytegraph.variables.environ import EnvironVariable, is_environ
 from bytegraph.variables.exceptions import ExcInfoFunctionVariable
@@ -126,7 +127,8 @@ def _track(tx: InstructionTranslatorBase, value: Any, vt: VariableTracker) -> No
         return
     earlier = tx.output.side_effects.track_existing(value, vt)
     if earlier and (
-        type(value) in (list, set, *DICT_TYPES) or isinstance(vt, UserDefinedObjectVariable)
+        type(value) in (list, set, collections.deque, *DICT_TYPES)
+        or isinstance(vt, UserDefinedObjectVariable)
     ):
         tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(e.source for e in earlier))
 
@@ -155,6 +157,8 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
         if isinstance(value, list):
             return ListVariable(items, source=source, mutation_type=EXISTING_VALUE)
         return TupleVariable(items, tuple_type=type(value), source=source)
+    if type(value) is collections.deque:
+        return wrap_frame_deque(tx, value, source)
     if type(value) in DICT_TYPES and all(is_constant_value(k) for k in value):
         guard(GuardKind.DICT_KEYS, source, (type(value), tuple(value)))
         items = {k: wrap(tx, v, GetItemSource(source, k)) for k, v in value.items()}
@@ -250,6 +254,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return DataclassReplaceVariable(source=source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source=source)
+    if value is collections.deque:
+        return DequeClassVariable(value, source=source)
     if value is sys.exc_info:
         return ExcInfoFunctionVariable(source=source)
     if is_builtin_callable(value):

@@ -308,12 +308,15 @@ class EnumerateIteratorVariable(IteratorVariable):
 
 def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> IteratorVariable:
     """``iter(iterable)``: iterators are their own; lists, dicts and sets iterate live."""
+    from bytegraph.variables.deques import DequeIteratorVariable, DequeVariable
     from bytegraph.variables.sets import SetVariable
 
     if isinstance(iterable, IteratorVariable):
         return iterable
     if isinstance(iterable, ListVariable):
         return ListIteratorVariable.over(iterable)
+    if isinstance(iterable, DequeVariable):
+        return DequeIteratorVariable.over(tx, iterable)
     if isinstance(iterable, DictVariable):
         return DictIteratorVariable.over(tx, iterable, "keys")
     if isinstance(iterable, DictViewVariable):
@@ -331,5 +334,9 @@ def iterate_reversed(tx: InstructionTranslatorBase, value: VariableTracker) -> I
         return DictIteratorVariable.over(tx, value, "keys", reverse=True)
     if isinstance(value, DictViewVariable):
         return DictIteratorVariable.over(tx, value.base, value.kind, reverse=True)
+    from bytegraph.variables.deques import DequeVariable
+
+    if isinstance(value, DequeVariable):  # it would see mutations (RuntimeError)
+        raise Unsupported("unsupported_value", "reversed() of a deque")
     items = tuple(reversed(value.unpack_sequence(tx)))
     return IteratorVariable(items, mutation_type=NEW_VALUE)

@@ -429,12 +429,14 @@ def _is_builtin_container(vt: VariableTracker) -> bool:
     import collections
 
     from bytegraph.variables.containers import ListVariable
+    from bytegraph.variables.deques import DequeVariable
     from bytegraph.variables.dicts import DictVariable
     from bytegraph.variables.sets import SetVariable
 
-    kinds = (ListVariable, TupleVariable, DictVariable, SetVariable, ConstantVariable)
+    kinds = (ListVariable, TupleVariable, DictVariable, SetVariable, DequeVariable,
+             ConstantVariable)
     builtin_types = (list, tuple, dict, collections.OrderedDict, collections.defaultdict,
-                     set, frozenset, str, bytes, range)
+                     set, frozenset, str, bytes, range, collections.deque)
     return type(vt) in kinds and vt.python_type() in builtin_types
 
 
