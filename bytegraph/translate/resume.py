@@ -337,6 +337,10 @@ def _check_breakable(tx: InstructionTranslator, index: int) -> None:
     from bytegraph.translate.ops.exceptions import exc_info
 
     reason = refuse_reason(tx.decoded, index)
+    if base_position(tx.code, index)[1] < 0:
+        # No place in the original code: the prologue of a resume function, binding a
+        # method again to its receiver (``send`` of a generator the trace cannot model).
+        reason = "in the prologue of a resume function, which rebuilds its stack"
     if reason is None and not isinstance(exc_info(tx), OuterExceptionVariable):
         reason = "inside an except or finally block while it handles an exception"
     if reason is not None:

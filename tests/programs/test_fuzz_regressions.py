@@ -466,3 +466,36 @@ def test_a_new_object_sees_a_class_attribute_added_later(monkeypatch) -> None:
     assert_same_value(compiled(x), new_object_has_a(x))
     monkeypatch.setattr(Plain, "a", 5, raising=False)
     assert_same_value(compiled(x), new_object_has_a(x))
+
+
+# -- a break while a generator's bound method waits on the stack --------------------------
+
+
+def accumulate(t):
+    total = 0
+    while True:
+        got = yield t * total
+        total += 1 if got is None else got
+
+
+def send_to_unstarted_after_a_break(x, lst):  # seed 11, index 846
+    gen = accumulate(x)
+    return gen.send(x.argmax().item())
+
+
+def send_to_started_after_a_break(x, lst):
+    gen = accumulate(x)
+    lst.append(next(gen))
+    return gen.send(print("a break") or len(lst))
+
+
+@pytest.mark.parametrize("fn", [send_to_unstarted_after_a_break, send_to_started_after_a_break])
+def test_a_method_of_a_generator_crosses_a_break(fn) -> None:
+    """The resume function binds ``send`` again in its prologue, which the trace cannot model
+    on a generator object: the resume function runs as Python, never a break at index -2."""
+    x = torch.randn(3)
+    eager_lst, compiled_lst = [], []
+    expected = outcome(fn, x, eager_lst)
+    actual = outcome(bytegraph.compile(fn, backend="eager"), x, compiled_lst)
+    assert_same_value(actual, expected)
+    assert_same_value(compiled_lst, eager_lst, "lst after the call")
