@@ -75,6 +75,10 @@ class OutputGraph:
         from bytegraph.variables.functions import CellVariable
 
         vt = self._cells.get(id(cell))
+        if vt is not None and source is not None and vt.source is not None and source != vt.source:
+            # Reached again another way (a resume function's own cell, and a closure's):
+            # the trace relies on the two being one cell.
+            self.add_guard(GuardKind.SAME_OBJECT, source, vt.source)
         if vt is None:
             vt = CellVariable(cell=cell, source=source, mutation_type=AttributeMutationExisting(0))
             self._cells[id(cell)] = vt

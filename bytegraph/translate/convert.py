@@ -28,9 +28,9 @@ from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.graph.rerun import OnGraphError
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
-from bytegraph.guards.sources import ClosureCellSource
+from bytegraph.guards.sources import ClosureCellSource, LocalSource
 from bytegraph.translate.regions import call_region, loop_region
-from bytegraph.translate.resume import FrameContext, emit_break, live_roots
+from bytegraph.translate.resume import FrameContext, emit_break, live_roots, received_cells
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
@@ -117,9 +117,12 @@ def _translator(
         name: output.cell_for(cell, ClosureCellSource(name))
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
     }
+    frame_values = dict(frame_values)
+    for name in received_cells(fn.__code__):  # a resume function's cells: its arguments
+        cells[name] = output.cell_for(frame_values.pop(name), LocalSource(name))
     return InstructionTranslator(
         fn.__code__, {}, fn.__globals__, cells, output,
-        frame_values=dict(frame_values), **break_point,
+        frame_values=frame_values, **break_point,
     )
 
 

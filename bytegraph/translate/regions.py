@@ -104,8 +104,6 @@ def refuse_reason(decoded: DecodedCode, index: int) -> str | None:
     block that cannot rerun).
     """
     code = decoded.code
-    if code.co_cellvars:
-        return "the frame owns closure cells, which a resume function cannot share"
     if code.co_flags & 0x20:
         return "breaks inside generators are not supported"
     return None

@@ -25,10 +25,13 @@ per (code, exit, stack layout, locals). A bound method waiting on the stack
 crosses as its receiver and is bound again in the prologue. A break inside a
 try block works the same way: the Python part and the resume function run
 under the original exception table, and a graph under a try block reruns as
-Python if it fails (``convert`` refuses one that cannot). Breaks are
-refused, and the frame runs as plain Python, inside an except or finally
-block while it handles an exception, in generators, or where the frame owns
-closure cells.
+Python if it fails (``convert`` refuses one that cannot). A frame's cell
+variables cross as arguments too: the entered code declares each as an
+argument that is also a cell, and the skipped MAKE_CELL leaves the cell
+passed in its slot, so closures made before the break and the code after it
+share every write. Breaks are refused, and the frame runs as plain Python,
+inside an except or finally block while it handles an exception, or in a
+frame that is itself a generator.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import bytecode as bc
 
 from bytegraph.bytecode import assemble
 from bytegraph.bytecode.instructions import Instruction, decode
-from bytegraph.exc import Unsupported
+from bytegraph.exc import InternalError, Unsupported
 from bytegraph.translate.regions import (
     absorbed_after,
     deleted_in,
@@ -106,6 +109,11 @@ class FrameContext:
 
 # resume code -> (base code, number of prologue instructions before the base ones)
 _origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}
+
+
+def received_cells(code: types.CodeType) -> tuple[str, ...]:
+    """The cell variables a resume function receives as arguments (``_entered_code``)."""
+    return code.co_cellvars if code in _origins else ()
 
 
 def base_position(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
@@ -174,6 +182,12 @@ def _entered_code(
     code.argnames = [f"___stack{i}" for i, n in enumerate(stack_nulls) if not n]
     code.argnames += list(local_names)
     code.argcount = len(code.argnames)
+    # A cell variable is an argument too: its slot receives the frame's cell, and the
+    # skipped MAKE_CELL leaves it there, so LOAD_DEREF/STORE_DEREF/LOAD_CLOSURE use it.
+    missing = set(base.co_cellvars) - set(local_names)
+    if missing:
+        raise InternalError(f"cells {sorted(missing)} of {base.co_qualname} not passed on")
+    code.cellvars = list(base.co_cellvars)
     code.freevars = list(base.co_freevars)
     code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
     return code.to_code(compute_exception_stack_depths=False)
@@ -264,8 +278,7 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
         if pops > len(stack):
             raise Unsupported("unsupported_opcode", f"{inst.opname} pops below the stack")
         exits.append((label, target, nulls[: len(stack) - pops] + pushed))
-    bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
-    bound.update({name: None for name in tx.frame_values if name not in bound})
+    bound = _bound(tx)
     absorbed: tuple[Instruction, ...] = ()
     stored: set[str] = set()  # bound by the absorbed stores, in the Python part
     if len(exits) == 1 and exits[0][0] is None:
@@ -273,13 +286,10 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
         absorbed = absorbed_after(tx.instructions, target, layout)
         stored = {i.argval for i in absorbed if i.opname == "STORE_FAST"}
         exits = [(None, target + len(absorbed), layout[: len(layout) - len(absorbed)])]
-    live = {
-        target: tuple(sorted(live_locals(tx.code, target) & (set(bound) | stored)))
-        for _, target, _ in exits
-    }
+    live = {target: _reads(tx, target, set(bound) | stored) for _, target, _ in exits}
     # What the part may read, exception paths included (a with-block that swallows
     # the exception goes on as Python from its end).
-    entry_live = tuple(sorted(live_locals(tx.code, inst.index) & set(bound)))
+    entry_live = _reads(tx, inst.index, set(bound))
     callee = _callee_slot(inst, stack)
     pops = max((pops for _, _, (pops, _) in instruction_exits(inst)), default=len(stack))
     kept = len(stack) - pops
@@ -305,8 +315,7 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     _check_breakable(tx, start)
     stack = tuple(tx.stack)
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
-    bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
-    bound.update({name: None for name in tx.frame_values if name not in bound})
+    bound = _bound(tx)
     region = decoded.instructions[start : end + 1]
     assigned = {i.argval for i in region if i.opname in ("STORE_FAST", "DELETE_FAST")}
     maybe_unbound = assigned - {n for n in bound if n not in deleted_in(region)}
@@ -320,14 +329,34 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
             return _tail_plan(tx, start, stack, bound)
         layout = nulls[:depth] + (False,) * max(0, depth - len(nulls))
         exits.append((bc.Label(), target, layout))
-        live[target] = tuple(sorted(names))
-    entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
+        live[target] = _reads(tx, target, names)
+    entry_live = _reads(tx, start, set(bound))
     # A loop never pops below the stack it starts on; a call region pops its receiver.
     kept = len(stack) - (decoded.instructions[start].opname == "LOAD_METHOD")
     return BreakPlan(
         decoded.instructions[start], stack, bound, tuple(exits), None, live, (start, end),
         entry_live, methods=_method_slots(tx, stack[:kept], None),
     )
+
+
+def _bound(tx: InstructionTranslator) -> dict[str, VariableTracker | None]:
+    """The frame's bound locals (None: an argument never read, still in its slot), and
+    its cell variables (CellVariable): cells cross into the Python part and resume
+    functions as arguments, so they share them with the closures made before."""
+    bound: dict[str, VariableTracker | None] = dict(tx.symbolic_locals)
+    bound.update({name: None for name in tx.frame_values if name not in bound})
+    bound.update({name: tx.cells[name] for name in _cell_names(tx)})
+    return bound
+
+
+def _cell_names(tx: InstructionTranslator) -> set[str]:
+    return {name for name in tx.code.co_cellvars if name in tx.cells}
+
+
+def _reads(tx: InstructionTranslator, index: int, candidates: set[str]) -> tuple[str, ...]:
+    """The locals code from ``index`` on may read, of ``candidates``, and every cell
+    variable: its slot must hold the cell whatever path runs (``_entered_code``)."""
+    return tuple(sorted((live_locals(tx.code, index) & candidates) | _cell_names(tx)))
 
 
 def _check_breakable(tx: InstructionTranslator, index: int) -> None:
@@ -354,7 +383,7 @@ def _tail_plan(
     bound: dict[str, VariableTracker | None],
 ) -> BreakPlan:
     """Everything from ``start`` to the end of the code runs as Python."""
-    entry_live = tuple(sorted(live_locals(tx.code, start) & set(bound)))
+    entry_live = _reads(tx, start, set(bound))
     last = len(tx.instructions) - 1
     return BreakPlan(tx.instructions[start], stack, bound, (), None, {}, (start, last), entry_live)
 
@@ -373,6 +402,8 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
         return None
     vt = stack[slot]
     if not isinstance(vt, UserFunctionVariable) or _is_standard_library(vt.fn.__code__.co_filename):
+        return None
+    if not vt.by_identity:  # a compiled wrapper is made for one function object
         return None
     return slot
 

@@ -27,6 +27,7 @@ from bytegraph.guards.sources import (
     AttrSource,
     GetItemSource,
     GlobalSource,
+    LocalSource,
     ModuleGlobalSource,
     Source,
 )
@@ -233,8 +234,33 @@ def _is_user_method(method: types.MethodType) -> bool:
     return is_user_class(type(owner)) or is_traceable_module(owner)
 
 
+def _made_per_call(fn: types.FunctionType, source: Source) -> bool:
+    """A nested function handed to the frame (an argument, or a closure a resume
+    function receives): a new object each call, the same code and constant defaults."""
+    if "<locals>" not in fn.__qualname__ or not isinstance(source.root, LocalSource):
+        return False
+    defaults = (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())
+    return all(is_constant_value(d) for d in defaults) and marking(fn) is None
+
+
+def _wrap_by_code(
+    tx: InstructionTranslatorBase, fn: types.FunctionType, source: Source
+) -> VariableTracker:
+    """Guarded by what the trace reads of it, not its identity: its code, globals and
+    defaults (the cells' contents are guarded when read, through ``__closure__``)."""
+    guard = tx.output.add_guard
+    guard(GuardKind.TYPE_MATCH, source, types.FunctionType)
+    guard(GuardKind.ID_MATCH, AttrSource(source, "__code__"), fn.__code__)
+    guard(GuardKind.ID_MATCH, AttrSource(source, "__globals__"), fn.__globals__)
+    guard(GuardKind.CONSTANT_MATCH, AttrSource(source, "__defaults__"), fn.__defaults__)
+    guard(GuardKind.CONSTANT_MATCH, AttrSource(source, "__kwdefaults__"), fn.__kwdefaults__)
+    return UserFunctionVariable(fn, by_identity=False, source=source)
+
+
 def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
     """Modules, functions and classes: the trace relies on the very object."""
+    if isinstance(value, types.FunctionType) and _made_per_call(value, source):
+        return _wrap_by_code(tx, value, source)
     tx.output.add_guard(GuardKind.ID_MATCH, source, value)
     marked = marking(value)
     if marked == "allowed":

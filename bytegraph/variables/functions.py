@@ -63,10 +63,18 @@ class CellVariable(VariableTracker):
         tx.output.side_effects.store_attr(self, "cell_contents", value)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
+        """The cell by its source, or a new ``types.CellType()`` holding the contents
+        (built once: every closure and resume function that shares it gets the same)."""
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
-        raise Unsupported("unsupported_value", "a closure cell created during the trace escapes")
+        from bytegraph.side_effects import DELETED
+
+        def contents() -> list[tuple[str, VariableTracker]]:
+            value = codegen.side_effects.load_attr(self, "cell_contents")
+            return [] if value is None or value is DELETED else [("cell_contents", value)]
+
+        codegen.build_object(self, lambda: codegen.call_const(types.CellType, []), contents)
 
 
 def new_cell(initial: VariableTracker | None, tx: InstructionTranslatorBase) -> CellVariable:
@@ -113,9 +121,13 @@ class BaseFunctionVariable(VariableTracker):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class UserFunctionVariable(BaseFunctionVariable):
-    """A real Python function; the trace relies on its identity (ID_MATCH)."""
+    """A real Python function; the trace relies on its identity (ID_MATCH), or, for
+    a nested function made anew each call (``by_identity`` False), only on its code,
+    globals, defaults and the cell contents it reads (builder._wrap_by_code): then it
+    is no constant (``f is g`` is not known)."""
 
     fn: types.FunctionType
+    by_identity: bool = True
 
     def code(self) -> types.CodeType:
         return self.fn.__code__
@@ -123,7 +135,12 @@ class UserFunctionVariable(BaseFunctionVariable):
     def f_globals(self) -> dict[str, Any]:
         return self.fn.__globals__
 
+    def is_python_constant(self) -> bool:
+        return self.by_identity
+
     def as_python_constant(self) -> Any:
+        if not self.by_identity:
+            raise Unsupported("unsupported_value", f"the identity of {self.fn.__qualname__}")
         return self.fn
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
@@ -211,9 +228,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return ConstantVariable(known[name])
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        """A function escaping the trace is rebuilt only if it has no closure."""
-        if self.closure:
-            raise Unsupported("unsupported_value", f"closure {self.qualname} escapes the trace")
+        """MAKE_FUNCTION again, over the same cells (CellVariable.reconstruct): a closure
+        rebuilt after the trace still shares its cells with the frame's code."""
         flags = 0
         if self.defaults_tuple is not None:
             codegen(self.defaults_tuple)
@@ -221,6 +237,11 @@ class NestedFunctionVariable(BaseFunctionVariable):
         if self.kwdefaults_dict is not None:
             codegen(self.kwdefaults_dict)
             flags |= 0x02
+        if self.closure:
+            for cell in self.closure:
+                codegen(cell)
+            codegen.append(bc.Instr("BUILD_TUPLE", len(self.closure)))
+            flags |= 0x08
         codegen.load_const(self.fn_code)  # MAKE_FUNCTION pops the code object first
         codegen.append(bc.Instr("MAKE_FUNCTION", flags))
 

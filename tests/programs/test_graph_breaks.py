@@ -590,9 +590,9 @@ def try_except_data_dependent(x):
     return x
 
 
-@program(t(3), 0)
+@program(t(3), 2)
 def frame_with_closure_cells(x):
-    # The frame owns a cell (k): no resume function could share it; runs as Python.
+    # The frame owns a cell (k): the Python part and the resume function receive it.
     k = 2.0
 
     def scale(u):

@@ -8,6 +8,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.translate.ops.exceptions import vet_iteration
 from bytegraph.translate.registry import handler, unsupported_opcode
+from bytegraph.variables.base import ValueMutationNew
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import IteratorVariable
 from bytegraph.variables.exceptions import ObservedRaise
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
     from bytegraph.variables.base import VariableTracker
 
+NEW_FUNCTION = ValueMutationNew(1)
+
+
 @handler("MAKE_FUNCTION")
 def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
     """([defaults] [kwdefaults] [annotations] [closure] code -- function)"""
@@ -28,8 +32,10 @@ def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
         tx.pop()  # annotations do not change what the function computes
     kwdefaults = tx.pop() if inst.arg & 0x02 else None
     defaults = tx.pop() if inst.arg & 0x01 else None
+    # An identity: rebuilt once however often it is loaded (a closure over the same cells).
     tx.push(NestedFunctionVariable(
-        code, tx.f_globals, code.co_qualname, defaults, kwdefaults, tuple(closure)
+        code, tx.f_globals, code.co_qualname, defaults, kwdefaults, tuple(closure),
+        mutation_type=NEW_FUNCTION,
     ))
 
 
