@@ -107,6 +107,25 @@ class GlobalSource(Source):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class StateCallSource(Source):
+    """``fn(*args)`` of a function that reports process state (a torch switch), with
+    constant arguments: a guard on it re-reads the state."""
+
+    fn: Any
+    args: tuple = ()
+
+    def expr(self) -> str:
+        return f"{const_expr(self.fn)}({', '.join(const_expr(a) for a in self.args)})"
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.append(bc.Instr("PUSH_NULL"))
+        codegen.load_const(self.fn)
+        for arg in self.args:
+            codegen.load_const(arg)
+        codegen.append(*codegen.call_instrs(len(self.args)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ModuleGlobalSource(Source):
     """A global of another module (an inlined callee's), reached through ``sys.modules``."""
 

@@ -107,8 +107,10 @@ def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
         return SizeVariable.of(example.shape)
     if name == "device":
         return ConstantVariable(t.device)
-    if name == "is_cuda":
-        return ConstantVariable(t.device.type == "cuda")
+    if name in ("is_cuda", "is_cpu", "is_meta", "is_mps", "is_xpu"):
+        return ConstantVariable(t.device.type == name[3:])
+    if name in ("is_nested", "is_mkldnn"):  # a traced tensor is strided and dense (guarded)
+        return ConstantVariable(False)
     if name in ("dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized"):
         return ConstantVariable(getattr(example, name))
     if name == "is_leaf":  # inputs' meta tensors mirror (and guard) the real leafness

@@ -77,6 +77,7 @@ _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
     # libraries use this to take the branch written for compilers (Hugging Face
     # skips warnings and data-dependent checks), as they do under torch.compile.
     torch.compiler.is_compiling: lambda args: True,
+    torch.compiler.is_dynamo_compiling: lambda args: True,
     torch.compiler.is_exporting: lambda args: False,
     # TorchScript's modes: Python code never runs scripted, and a trace under
     # torch.jit.trace's tracer is refused (its shapes would be tensors).
@@ -85,13 +86,71 @@ _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
 }
 _CONSTANT_CONSTRUCTORS = frozenset({torch.device, torch.Size, torch.finfo, torch.iinfo,
                                     torch.promote_types, torch.can_cast})
+# Switches of the process that library code reads and that may change between calls:
+# folded at trace time (called with the same constant arguments) and guarded by a call
+# in the guard function (StateCallSource).
+_GUARDED_STATE = frozenset({
+    torch.backends.mha.get_fastpath_enabled, torch.is_autocast_enabled,
+    torch.is_autocast_cpu_enabled, torch.get_autocast_dtype, torch.get_autocast_gpu_dtype,
+    torch._C._is_any_autocast_enabled, torch.are_deterministic_algorithms_enabled,
+    torch.is_deterministic_algorithms_warn_only_enabled, torch.is_warn_always_enabled,
+    torch.is_inference_mode_enabled, torch._C._are_functorch_transforms_active,
+    torch._C._is_torch_function_mode_enabled, torch._C._is_torch_function_enabled,
+    torch._C._get_cudnn_enabled, torch._C._get_tracing_state,
+})
+# ``has_torch_function(...)``: whether an argument overrides ``__torch_function__``.
+_HAS_TORCH_FUNCTION = frozenset({
+    torch._C._has_torch_function, torch._C._has_torch_function_unary,
+    torch._C._has_torch_function_variadic,
+})
 
 
 def is_trace_time_function(value: Any) -> bool:
     try:
-        return value in _TRACE_TIME or value in _CONSTANT_CONSTRUCTORS
+        return (
+            value in _TRACE_TIME or value in _CONSTANT_CONSTRUCTORS or value in _GUARDED_STATE
+            or value in _HAS_TORCH_FUNCTION
+        )
     except TypeError:  # unhashable
         return False
+
+
+def _fold_state(tx: InstructionTranslatorBase, fn: Any, args: list[VariableTracker]) -> Any:
+    """``fn(*args)`` now, guarded to be the same at every call the entry serves."""
+    from bytegraph.guards.guard import GuardKind
+    from bytegraph.guards.sources import StateCallSource
+    from bytegraph.variables.containers import python_constant
+
+    consts = tuple(python_constant(tx, a) for a in args)
+    value = fn(*consts)
+    if value is not None and type(value) not in (bool, torch.dtype):
+        raise Unsupported("unsupported_call", f"{fn.__name__}() returned {type(value).__name__}")
+    tx.output.add_guard(GuardKind.CONSTANT_MATCH, StateCallSource(fn, consts), value)
+    return value
+
+
+# What a plain tensor or a Parameter has (a Parameter disables the protocol).
+_NO_TORCH_FUNCTION = (
+    torch.Tensor.__torch_function__, torch._C._disabled_torch_function_impl,
+)
+
+
+def _has_torch_function(args: list[VariableTracker]) -> bool:
+    """False for plain tensors, constants and sequences of them (their types are
+    guarded); anything else is left to Python."""
+    from bytegraph.variables.containers import ListVariable, TupleVariable
+
+    for arg in args:
+        if isinstance(arg, (TupleVariable, ListVariable)):
+            if _has_torch_function(list(arg.items)):
+                return True
+        elif isinstance(arg, TensorVariable):
+            override = getattr(arg.python_type(), "__torch_function__", None)
+            if override not in _NO_TORCH_FUNCTION:
+                raise Unsupported("unsupported_call", "has_torch_function of a tensor subclass")
+        elif not arg.is_python_constant():
+            raise Unsupported("unsupported_call", f"has_torch_function of {arg}")
+    return False
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -109,6 +168,10 @@ class TorchFunctionVariable(PythonValueVariable):
         fold = _TRACE_TIME.get(self.value)
         if fold is not None and not kwargs:
             return ConstantVariable(fold(args))
+        if self.value in _GUARDED_STATE and not kwargs:
+            return ConstantVariable(_fold_state(tx, self.value, args))
+        if self.value in _HAS_TORCH_FUNCTION and not kwargs:
+            return ConstantVariable(_has_torch_function(args))
         if self.value in _CONSTANT_CONSTRUCTORS:
             from bytegraph.variables.containers import python_constant
 
