@@ -298,8 +298,8 @@ class TracebackVariable(VariableTracker):
 class ExcInfoFunctionVariable(VariableTracker):
     """``sys.exc_info``: ``(type, value, traceback)`` of the exception being handled
     (``exc_info`` in translate/ops/exceptions.py), or three Nones when none is; the
-    traceback is a ``TracebackVariable``. What the frame's caller handles is unknown
-    here: unsupported."""
+    traceback is a ``TracebackVariable``. What the frame's caller handles is known
+    only to be nothing (guarded); an exception of the caller's is unsupported."""
 
     def python_type(self) -> type:
         return types.BuiltinFunctionType
@@ -317,6 +317,15 @@ class ExcInfoFunctionVariable(VariableTracker):
         if isinstance(handled, ExceptionInstanceVariable):
             return TupleVariable((handled.class_vt(), handled, TracebackVariable(handled)))
         if handled.is_python_constant() and handled.as_python_constant() is None:
+            return TupleVariable((ConstantVariable(None),) * 3)
+        if sys.exc_info()[1] is None:
+            # The caller handles nothing now (the trace runs inside the call): guarded,
+            # three Nones as long as every call comes from outside an except block.
+            from bytegraph.guards.guard import GuardKind
+            from bytegraph.guards.sources import GetItemSource, StateCallSource
+
+            value = GetItemSource(StateCallSource(sys.exc_info), 1)
+            tx.output.add_guard(GuardKind.CONSTANT_MATCH, value, None)
             return TupleVariable((ConstantVariable(None),) * 3)
         raise Unsupported("unsupported_value", "sys.exc_info() of the caller's exception")
 

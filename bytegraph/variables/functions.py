@@ -214,9 +214,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return dict(zip(self.fn_code.co_freevars, self.closure))
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        """What MAKE_FUNCTION fixed for good: names, module and code."""
+        """What MAKE_FUNCTION fixed for good: names, module and code; and the plain
+        attributes stored on it since (``wrapper.__wrapped__ = fn``)."""
+        from bytegraph.side_effects import DELETED
         from bytegraph.variables.constant import ConstantVariable
 
+        stored = tx.output.side_effects.pending_attrs(self).get(name)
+        if stored is not None and stored is not DELETED:
+            return stored
         known = {
             "__name__": self.fn_code.co_name,
             "__qualname__": self.qualname,
@@ -227,7 +232,24 @@ class NestedFunctionVariable(BaseFunctionVariable):
             raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
         return ConstantVariable(known[name])
 
+    def var_setattr(self, tx: InstructionTranslatorBase, name: str, value: VariableTracker) -> None:
+        """A plain attribute (in the function's ``__dict__``); the ones the function type
+        itself defines change how it runs or reads, and are left to Python."""
+        if not name.isidentifier() or hasattr(types.FunctionType, name):
+            raise Unsupported("side_effect", f"setting attribute {name!r} of {self}")
+        tx.output.side_effects.store_attr(self, name, value)
+
     def reconstruct(self, codegen: PyCodegen) -> None:
+        """The function, then the attributes stored on it (``object.__setattr__``)."""
+        from bytegraph.side_effects import DELETED
+
+        def attributes() -> list[tuple[str, VariableTracker]]:
+            stored = codegen.side_effects.pending_attrs(self).items()
+            return [(name, value) for name, value in stored if value is not DELETED]
+
+        codegen.build_object(self, lambda: self._make_function(codegen), attributes)
+
+    def _make_function(self, codegen: PyCodegen) -> None:
         """MAKE_FUNCTION again, over the same cells (CellVariable.reconstruct): a closure
         rebuilt after the trace still shares its cells with the frame's code."""
         flags = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
@@ -13,6 +14,16 @@ from bytegraph.variables.constant import ConstantVariable
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
+
+
+def _bind_method(fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
+    """``types.MethodType(fn, obj)`` of a Python function: calls pass ``obj`` first."""
+    from bytegraph.variables.functions import BaseFunctionVariable
+    from bytegraph.variables.user_defined import UserMethodVariable
+
+    if not isinstance(fn, BaseFunctionVariable):
+        raise Unsupported("unsupported_call", f"types.MethodType of {fn}")
+    return UserMethodVariable(fn, obj)
 
 
 _NAMES = ("__name__", "__qualname__", "__module__")
@@ -33,6 +44,8 @@ class ClassVariable(PythonValueVariable):
             from bytegraph.variables.functions import PartialVariable
 
             return PartialVariable(args[0], tuple(args[1:]), dict(kwargs))
+        if self.value is types.MethodType and len(args) == 2 and not kwargs:
+            return _bind_method(args[0], args[1])
         raise Unsupported("unsupported_call", f"instantiating {self.value.__qualname__}")
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:

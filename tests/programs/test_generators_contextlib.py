@@ -1148,8 +1148,9 @@ def test_escaping_exception_matches_eager(fn, make, differential) -> None:
         assert compiled_args[1] == args[1]
 
 
-# ExitStack keeps its callbacks in a collections.deque, which the trace does not model:
-# it stays a break (or the frame runs as Python), with eager's answer.
+# ExitStack: its callbacks in a collections.deque (variables/deques.py), wrappers made with
+# types.MethodType or carrying ``__wrapped__``, and sys.exc_info() read in __exit__ (nothing
+# handled by the caller: guarded).
 
 
 def exit_stack_callbacks(x, log):
@@ -1179,5 +1180,20 @@ def exit_stack_suppresses_through_context(x, log):
 @pytest.mark.parametrize(
     "fn", [exit_stack_callbacks, exit_stack_enter_context, exit_stack_suppresses_through_context]
 )
-def test_exit_stack_matches_eager(fn, differential) -> None:
+def test_exit_stack_matches_eager(fn, differential, counting_backend) -> None:
     differential.check(fn, differential.compile(fn), t3_log())
+    assert counting_backend.calls == 1
+    full = differential.compile(fn, backend="eager", fullgraph=True)
+    differential.check(fn, full, t3_log())
+
+
+def test_exit_stack_inside_a_caller_handler_is_left_to_python(differential) -> None:
+    """Called while the caller handles an exception, sys.exc_info() in __exit__ is that
+    exception, which the trace cannot know: the guard sends this call elsewhere."""
+    compiled = differential.compile(exit_stack_callbacks)
+    differential.check(exit_stack_callbacks, compiled, t3_log())
+    try:
+        raise RuntimeError("the caller's")
+    except RuntimeError:
+        differential.check(exit_stack_callbacks, compiled, t3_log())
+    assert len(compiled.entries) == 2

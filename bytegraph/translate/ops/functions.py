@@ -8,7 +8,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.translate.ops.exceptions import vet_iteration
 from bytegraph.translate.registry import handler, unsupported_opcode
-from bytegraph.variables.base import ValueMutationNew
+from bytegraph.variables.base import AttributeMutationNew
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import IteratorVariable
 from bytegraph.variables.exceptions import ObservedRaise
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
     from bytegraph.variables.base import VariableTracker
 
-NEW_FUNCTION = ValueMutationNew(1)
+NEW_FUNCTION = AttributeMutationNew(1)
 
 
 @handler("MAKE_FUNCTION")
