@@ -214,7 +214,23 @@ def _entry(
     guard = build_guard_function(list(output.guards.values()), fn, output.uses_default_device)
     if logs.enabled("guards"):
         logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)
-    return CacheEntry(guard, run, graphs, breaks)
+    return CacheEntry(guard, run, graphs, _detached(breaks))
+
+
+def _detached(breaks: tuple[Unsupported, ...]) -> tuple[Unsupported, ...]:
+    """The break reasons without tracebacks, their chains' included. A traceback's frames
+    reach, through ``f_back``, the user frames that called the compiler, and a cache entry
+    lives as long as the function: it would keep their locals alive (a generator's
+    ``finally`` never running, tensors never freed)."""
+    work: list[BaseException | None] = list(breaks)
+    seen: set[int] = set()
+    while work:
+        error = work.pop()
+        if error is not None and id(error) not in seen:
+            seen.add(id(error))
+            error.__traceback__ = None
+            work += [error.__cause__, error.__context__]
+    return breaks
 
 
 def _function_like(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:

@@ -499,3 +499,37 @@ def test_a_method_of_a_generator_crosses_a_break(fn) -> None:
     actual = outcome(bytegraph.compile(fn, backend="eager"), x, compiled_lst)
     assert_same_value(actual, expected)
     assert_same_value(compiled_lst, eager_lst, "lst after the call")
+
+
+# -- a cache entry keeps its break reasons, never the frames their tracebacks reach ---------
+
+
+def closing(x, log):
+    try:
+        while True:
+            yield x
+    finally:
+        log.append("closed")
+
+
+def generator_local_across_breaks(x, w, log):  # seed 12, index 440
+    for _ in range(2):
+        gen = closing(x, log)
+        x = x + next(gen)
+        print("a loop that runs as Python")
+    if w.grad is None:  # a break in the resume function, recorded on its cache entry
+        w.requires_grad_(True)
+    return x
+
+
+def test_break_reasons_keep_no_user_frames_alive(capsys) -> None:
+    """Each generator's ``finally`` runs when its last reference goes, as in eager: the
+    Unsupported kept on a cache entry must not hold, through its traceback's frames, the
+    Python part's frame and the generator in its locals."""
+    x = torch.randn(3)
+    eager_log, compiled_log = [], []
+    expected = generator_local_across_breaks(x, torch.ones(2), eager_log)
+    compiled = bytegraph.compile(generator_local_across_breaks, backend="eager")
+    actual = compiled(x, torch.ones(2), compiled_log)
+    assert_same_value(actual, expected)
+    assert compiled_log == eager_log == ["closed", "closed"]
