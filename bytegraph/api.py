@@ -37,6 +37,7 @@ from bytegraph.exc import InternalError, Unsupported
 from bytegraph.graph.backends import Backend, BackendError, lookup_backend
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
+from bytegraph.runtime import Router
 from bytegraph.translate.convert import bind_arguments, convert_frame
 from bytegraph.translate.resume import FrameContext
 from bytegraph.variables.nn_module import has_hooks
@@ -57,13 +58,21 @@ class CompiledFunction:
         backend: Backend,
         fullgraph: bool,
         resume_cache: dict | None = None,
+        router: Router | None = None,
     ) -> None:
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
         # Resume functions of this function's breaks, shared by its resume functions.
         self.resume_cache = resume_cache if resume_cache is not None else {}
-        self.context = FrameContext(fn, self._compile_related, self.resume_cache, {})
+        # Callees of the code it runs as Python, shared by its resume functions and callees.
+        if router is None:
+            router = Router(self._compile_related)
+            router.seed(fn, self)
+        self.router = router
+        self.context = FrameContext(
+            fn, self._compile_related, self.resume_cache, {}, router.route
+        )
         self.entries: list[CacheEntry] = []
         self._checks: tuple[_CheckedRun, ...] = ()
         self._exhausted = False
@@ -78,7 +87,9 @@ class CompiledFunction:
 
     def _compile_related(self, fn: types.FunctionType) -> CompiledFunction:
         """A resume function or a callee, compiled with this function's settings."""
-        return CompiledFunction(fn, self.backend, self.fullgraph, self.resume_cache)
+        return CompiledFunction(
+            fn, self.backend, self.fullgraph, self.resume_cache, self.router
+        )
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         return self if obj is None else types.MethodType(self, obj)

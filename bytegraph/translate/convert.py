@@ -31,6 +31,7 @@ from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
 from bytegraph.translate.regions import call_region, loop_region
 from bytegraph.translate.resume import FrameContext, emit_break, live_roots, received_cells
+from bytegraph.translate.routing import routed_code
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
@@ -63,7 +64,7 @@ def convert_frame(
         if fullgraph:
             raise
         if reason.step is None:  # the trace finished but its result cannot be rebuilt
-            return _entry(fn, tx.output, fn, breaks=(reason,))
+            return _entry(fn, tx.output, _python_run(ctx), breaks=(reason,))
         return _translate_with_break(ctx, frame_values, backend, reason)
 
 
@@ -88,9 +89,18 @@ def _translate_with_break(
     except Unsupported as refused:
         # No break possible here: the whole frame runs as Python behind the guards seen.
         _log_break(fn, reason, refused)
-        return _entry(fn, tx.output, fn, breaks=(reason, refused))
+        return _entry(fn, tx.output, _python_run(ctx), breaks=(reason, refused))
     _log_break(fn, reason, None)
     return entry
+
+
+def _python_run(ctx: FrameContext) -> types.FunctionType:
+    """``ctx.fn`` to run as Python, its calls routed through bytegraph (routing.py)."""
+    fn = ctx.fn
+    if ctx.route is None:
+        return fn
+    code = routed_code(fn.__code__, ctx.route)
+    return fn if code is fn.__code__ else _function_like(fn, code)
 
 
 def _log_break(fn: types.FunctionType, reason: Unsupported, refused: Unsupported | None) -> None:

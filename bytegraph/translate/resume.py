@@ -32,6 +32,12 @@ passed in its slot, so closures made before the break and the code after it
 share every write. Breaks are refused, and the frame runs as plain Python,
 inside an except or finally block while it handles an exception, or in a
 frame that is itself a generator.
+
+Code run as Python on the user's behalf (the Python part, a loop region, a
+whole frame that cannot break: ``convert._python_run``) has its call sites
+routed (``routing.py``): a user function, method or nn.Module it calls is
+compiled at the call, with its own entries and guards, as a frame hook would
+compile it. Resume functions, which are traced, are never routed.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from bytegraph.translate.regions import (
     live_locals,
     refuse_reason,
 )
+from bytegraph.translate.routing import CallSite, call_sites, instr_positions, rewrite_sites
 from bytegraph.variables.base import NullVariable, VariableTracker
 from bytegraph.variables.exceptions import OuterExceptionVariable
 
@@ -89,6 +96,8 @@ class FrameContext:
     compile_function: Callable[[types.FunctionType], Any]
     resume_cache: dict[ResumeSpec, Any]
     callee_cache: dict[types.FunctionType, Any]
+    # The router that calls made by code run as Python go through (routing.py), if any.
+    route: Callable[[Any], Any] | None = None
 
     def resume_function(self, spec: ResumeSpec) -> Any:
         compiled = self.resume_cache.get(spec)
@@ -144,6 +153,7 @@ def _entered_code(
     local_names: tuple[str, ...],
     stubs: dict[int, list[Any]],
     qualname: str,
+    route: Callable[[Any], Any] | None = None,
 ) -> types.CodeType:
     """``base`` entered at instruction ``target`` with the stack rebuilt from arguments.
 
@@ -152,10 +162,13 @@ def _entered_code(
     each instruction of ``stubs``, its stub runs instead. Every instruction
     and exception-table entry is ``base``'s own, depths included: the
     prologue jumps into the middle of ranges that no flow from the entry
-    opens, so depths computed from the flow would be wrong.
+    opens, so depths computed from the flow would be wrong. With ``route``,
+    the call sites the code runs are routed (``routing.py``; never in code
+    that is traced).
     """
     body = list(bc.Bytecode.from_code(base))
     _set_try_depths(base, body)
+    routed = _routed_sites(base, body, target, stubs) if route is not None else []
     label = bc.Label()
     inserts = [(_abstract_index(base, body, index), stub) for index, stub in stubs.items()]
     inserts.append((_abstract_index(base, body, target), [label]))
@@ -164,6 +177,7 @@ def _entered_code(
         if opened is not None:
             position, items = _split_try(body, position, opened, items)
         body[position:position] = items
+    rewrite_sites(body, routed, route)
     prologue: list[Any] = assemble.prologue(base)
     methods = stack_methods or (None,) * len(stack_nulls)
     for i, (is_null, method) in enumerate(zip(stack_nulls, methods)):
@@ -191,6 +205,23 @@ def _entered_code(
     code.freevars = list(base.co_freevars)
     code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
     return code.to_code(compute_exception_stack_depths=False)
+
+
+def _routed_sites(
+    base: types.CodeType, body: list[Any], target: int, stubs: dict[int, list[Any]]
+) -> list[tuple[CallSite, bc.Instr]]:
+    """The call sites of ``base`` to route in its entered code, each with its Instr.
+
+    A site is left alone if the entry or an exit stub lies between the
+    callable's load and its call: the value would then cross the
+    boundary (into a resume function, as a stack argument) already routed.
+    """
+    positions = instr_positions(decode(base), body)
+    edges = {target, *stubs}
+    return [
+        (site, body[positions[site.producer]]) for site in call_sites(base)
+        if not any(site.producer < edge <= max(site.calls) for edge in edges)
+    ]
 
 
 def _set_try_depths(base: types.CodeType, body: list[Any]) -> None:
@@ -556,7 +587,7 @@ def _python_part(tx: InstructionTranslator, plan: BreakPlan, ctx: FrameContext) 
     )
     code = _entered_code(
         tx.code, entry, nulls, methods, tuple(plan.needed_locals()), stubs,
-        f"{tx.code.co_qualname}.<python at {entry}>",
+        f"{tx.code.co_qualname}.<python at {entry}>", ctx.route,
     )
     fn = ctx.fn
     return types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)

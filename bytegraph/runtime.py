@@ -1,0 +1,165 @@
+"""The router that call sites in code run as Python ask what to call.
+
+``translate/routing.py`` rewrites the call sites of code bytegraph runs as
+Python (a break's Python part, a loop region, a frame that cannot be traced)
+so each calls ``route(callable)`` first. ``route`` does what a frame hook
+would do at that call:
+
+* a user function: its ``CompiledFunction``, made once per function object
+  with the settings of the frame the code came from (backend, the router
+  itself), so a callee whose own code breaks routes its own calls in turn;
+* a bound method of a user function: the same, bound to the same receiver;
+* an nn.Module whose class keeps ``nn.Module.__call__``: a caller of the
+  class's compiled ``forward``, one per class (a module is guarded by its
+  type, so layers of one class share entries); at the call it runs the
+  module as it is if the module has hooks, a ``forward`` of its own or jit
+  tracing is on;
+* anything else (builtins, classes, torch and standard-library functions,
+  generator functions, functions marked by ``bytegraph.disable`` or another
+  marker, compiled wrappers): the callable itself.
+
+A hit costs one Python call and a dict lookup. ``route`` never raises: a
+failure while deciding leaves the callable as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+import bytegraph
+from bytegraph import config
+from bytegraph.markers import is_disabled, marking
+from bytegraph.variables.nn_module import has_hooks
+
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
+_OWN_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.abspath(module.__file__)), "")
+    for module in (torch, bytegraph)
+)
+
+
+class Router:
+    """Compiled wrappers of the callees of one compiled function and its relatives."""
+
+    def __init__(self, compile_function: Callable[[types.FunctionType], Any]) -> None:
+        self._compile = compile_function
+        self.functions: dict[types.FunctionType, Any] = {}  # routed function -> compiled
+        self._skipped: dict[int, types.CodeType] = {}  # id(code) -> code never routed
+        self._per_code: dict[int, int] = {}  # id(code) -> function objects routed
+        self._classes: dict[int, tuple[type, Any]] = {}  # id(class) -> (class, caller or None)
+        self.route = self._make_route()
+
+    def seed(self, fn: types.FunctionType, compiled: Any) -> None:
+        """Route calls of ``fn`` to ``compiled`` (the compiled function that owns the router)."""
+        self.functions[fn] = compiled
+
+    def _make_route(self) -> Callable[[Any], Any]:
+        functions, classes, first_function = self.functions, self._classes, self._first_function
+        first_class = self._first_class
+        function_type, method_type = types.FunctionType, types.MethodType
+
+        def route(callee: Any) -> Any:
+            kind = type(callee)
+            if kind is function_type:
+                routed = functions.get(callee)
+                return routed if routed is not None else first_function(callee)
+            if kind is method_type:
+                func = callee.__func__
+                if type(func) is not function_type:
+                    return callee
+                routed = functions.get(func)
+                if routed is None:
+                    routed = first_function(func)
+                    if routed is func:
+                        return callee
+                return method_type(routed, callee.__self__)
+            known = classes.get(id(kind))
+            caller = known[1] if known is not None and known[0] is kind else first_class(kind)
+            return callee if caller is None else method_type(caller, callee)
+
+        return route
+
+    def _first_function(self, fn: types.FunctionType) -> Any:
+        """The compiled wrapper of ``fn`` on its first call here, or ``fn`` if not routed."""
+        try:
+            code = fn.__code__
+            if self._skipped.get(id(code)) is code or marking(fn) is not None:
+                return fn
+            routed_before = self._per_code.get(id(code), 0)
+            if not _routable_code(code) or routed_before >= config.recompile_limit:
+                # Past the limit, a code made into new function objects again and again (a
+                # closure per call) would compile every time: it runs as it is instead.
+                self._skipped[id(code)] = code
+                return fn
+            compiled = self._compile(fn)
+        except Exception:  # noqa: BLE001  (routing is optional: the call runs as it is)
+            return fn
+        self._per_code[id(code)] = self._per_code.get(id(code), 0) + 1
+        self.functions[fn] = compiled
+        return compiled
+
+    def _first_class(self, kind: type) -> Any:
+        """The caller of ``kind``'s compiled forward, or None if its instances run as they are."""
+        caller = None
+        try:
+            forward = _module_forward(kind)
+            if forward is not None:
+                compiled = self.functions.get(forward) or self._first_function(forward)
+                if compiled is not forward:
+                    caller = _module_caller(compiled)
+        except Exception:  # noqa: BLE001  (routing is optional: the call runs as it is)
+            caller = None
+        self._classes[id(kind)] = (kind, caller)
+        return caller
+
+
+def _routable_code(code: types.CodeType) -> bool:
+    """A user's function: neither a generator nor torch's, bytegraph's or the standard library's."""
+    from bytegraph.translate.resume import _is_standard_library
+
+    if code.co_flags & _GENERATOR_FLAGS:
+        return False
+    filename = os.path.abspath(code.co_filename)
+    return not filename.startswith(_OWN_DIRS) and not _is_standard_library(code.co_filename)
+
+
+def _module_forward(kind: type) -> types.FunctionType | None:
+    """``kind.forward`` when ``kind`` is an nn.Module class that is called the usual way."""
+    if not isinstance(kind, type) or not issubclass(kind, nn.Module):
+        return None
+    if _class_attribute(kind, "__call__") is not nn.Module.__call__:
+        return None  # a __call__ of its own (a compiled module, a wrapper): as it is
+    forward = _class_attribute(kind, "forward")
+    if not isinstance(forward, types.FunctionType) or forward is nn.Module.forward:
+        return None
+    if is_disabled(forward):
+        return None
+    return forward
+
+
+def _class_attribute(kind: type, name: str) -> Any:
+    for klass in kind.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _module_caller(compiled: Any) -> Callable[..., Any]:
+    tracing_state = torch._C._get_tracing_state
+
+    def call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        # What nn.Module.__call__ would do differently from calling forward: run it.
+        if (
+            has_hooks(module) or "forward" in module.__dict__ or is_disabled(module)
+            or module.__dict__.get("_compiled_call_impl") is not None or tracing_state()
+        ):
+            return module(*args, **kwargs)
+        return compiled(module, *args, **kwargs)
+
+    return call
