@@ -75,6 +75,7 @@ from bytegraph.variables.torch import (
     PythonModuleVariable,
     TorchFunctionVariable,
     is_graph_function,
+    is_torch_helper,
     is_trace_time_function,
 )
 from bytegraph.variables.user_defined import (
@@ -301,8 +302,11 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
             return UserDefinedClassVariable(value, source=source, mutation_type=EXISTING_OBJECT)
         return ClassVariable(value, source=source)
     if isinstance(value, types.FunctionType):
-        if (getattr(value, "__module__", None) or "").startswith("torch"):
-            # torch internals are either graph functions (above) or not traced at all.
+        if (getattr(value, "__module__", None) or "").startswith("torch") and not (
+            is_torch_helper(value)
+        ):
+            # torch internals are graph functions (above), helpers of torch's module
+            # code (inlined like user code), or not traced at all.
             return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
         return UserFunctionVariable(value, source=source)
     if type(value) is functools.partial:

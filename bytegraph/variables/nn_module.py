@@ -11,7 +11,8 @@ Calling a module inlines ``type(module).forward`` (its ``__call__`` machinery
 only runs hooks, and a module with hooks, or any global module hook, is
 unsupported; their absence is guarded). ``nn.Sequential``, ``nn.ModuleList``
 and ``nn.ModuleDict`` are iterated, indexed and measured from their
-``_modules`` dict, whose keys are guarded.
+``_modules`` dict, whose keys are guarded; ``modules()``, ``named_modules()``,
+``children()`` and ``named_children()`` walk that guarded tree (module_tree.py).
 
 Stores follow ``nn.Module.__setattr__``: plain attributes and buffer
 reassignments are recorded and replayed (through that same ``__setattr__``);
@@ -32,6 +33,7 @@ from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.module_tree import ModuleTreeMethodVariable, is_tree_method
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.user_defined import MissingAttribute, UserDefinedObjectVariable
 
@@ -105,6 +107,11 @@ class NNModuleVariable(UserDefinedObjectVariable):
         tracked = tx.output.side_effects.existing(self.value.__dict__[dict_name])
         if tracked is not None and tx.output.side_effects.is_modified(tracked):
             raise Unsupported("side_effect", f"{dict_name} of a module changed during the trace")
+
+    def bind(self, tx: Tx, found: Any, name: str) -> Any:
+        if found.pending is None and is_tree_method(found.owner, found.raw, name):
+            return ModuleTreeMethodVariable(self, name)
+        return super().bind(tx, found, name)
 
     # -- stores ---------------------------------------------------------------
     def var_setattr(self, tx: Tx, name: str, value: Any) -> None:

@@ -3,14 +3,19 @@
 A function goes into the graph only if it is known to be a pure tensor
 operation: an ATen binding in ``torch._C._VariableFunctions`` (``torch.add``,
 ``torch.relu``...), or a function of ``torch.nn.functional``,
-``torch.functional``, ``torch.linalg``, ``torch.fft`` or ``torch.special``.
-Anything else in the torch namespace (``torch.manual_seed``, ``torch.save``)
-is an unsupported call, so it runs in Python, never at trace time.
+``torch.functional``, ``torch.linalg``, ``torch.fft`` or ``torch.special``
+reachable under a public name. Python helpers of torch's module code (the
+functions of ``torch.nn.modules.*``, the private functions of those modules
+such as ``F._canonical_mask``) are inlined like user code. State queries fold
+at trace time (guarded where they can change). Anything else in the torch
+namespace (``torch.manual_seed``, ``torch.save``) is an unsupported call, so
+it runs in Python, never at trace time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -47,8 +52,40 @@ def is_graph_function(value: Any) -> bool:
         return False
     if id(value) in _ATEN_BINDINGS:
         return True
-    is_function = isinstance(value, (types.FunctionType, types.BuiltinFunctionType))
-    return is_function and getattr(value, "__module__", None) in _GRAPH_MODULES
+    module = getattr(value, "__module__", None)
+    if isinstance(value, types.BuiltinFunctionType):
+        return module in _GRAPH_MODULES
+    return isinstance(value, types.FunctionType) and module in _GRAPH_MODULES and (
+        not is_torch_helper(value)
+    )
+
+
+# Python functions that torch's own module code calls, inlined like user code: module
+# helpers of ``torch.nn.modules`` (``_check_arg_device``, ``_get_seq_len``) and the
+# private helpers of the graph modules (``F._canonical_mask``, ``F._in_projection``).
+# A helper is never a graph node: it may return a dtype or None, check arguments or
+# warn, and what it computes on tensors is recorded op by op when it is inlined.
+_HELPER_PACKAGES = ("torch.nn.modules.",)
+
+
+def _public_functions(module_name: str) -> frozenset[int]:
+    module = sys.modules.get(module_name)
+    if module is None:
+        return frozenset()
+    return frozenset(id(v) for k, v in vars(module).items() if not k.startswith("_"))
+
+
+_PUBLIC_GRAPH_FUNCTIONS = frozenset().union(*(_public_functions(m) for m in _GRAPH_MODULES))
+
+
+def is_torch_helper(value: Any) -> bool:
+    """A torch-internal Python function that is inlined rather than a graph node."""
+    if not isinstance(value, types.FunctionType):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if module in _GRAPH_MODULES:
+        return id(value) not in _PUBLIC_GRAPH_FUNCTIONS
+    return module.startswith(_HELPER_PACKAGES)
 
 
 def _tensor_arg(args: list[VariableTracker]) -> TensorVariable:
@@ -97,6 +134,9 @@ _GUARDED_STATE = frozenset({
     torch.is_inference_mode_enabled, torch._C._are_functorch_transforms_active,
     torch._C._is_torch_function_mode_enabled, torch._C._is_torch_function_enabled,
     torch._C._get_cudnn_enabled, torch._C._get_tracing_state,
+    # A Python helper of MultiheadAttention's fast path: is make_fx tracing (a mode on
+    # the dispatch stack) or torch.export running? A bool, checked again by the guard.
+    torch.nn.modules.activation._is_make_fx_tracing,
 })
 # ``has_torch_function(...)``: whether an argument overrides ``__torch_function__``.
 _HAS_TORCH_FUNCTION = frozenset({
