@@ -50,6 +50,15 @@ BUILTIN_RAISES: list[Template] = [
     ("v$ = {0}[{1}]", "TI"), ("k$ = (4, 5)[{0} - 2]", "I"), ("v$ = next(iter([]), {0})", "T"),
 ]
 """Raise on some values only; in helpers too (they bind names nothing reads)."""
+DATA_RAISES: list[Template] = [
+    ("t$ = {0}.index_select(0, torch.tensor([{1} % 6]))", "TI"),
+    ("t$ = {0}[torch.tensor([{1} % 7])] * 2", "TI"),
+]
+"""An index tensor out of range: the graph fails when it runs, and reruns as Python where
+an except clause may catch it. Drawn only inside a try with except clauses: a graph that
+cannot rerun (it wrote into an input) and fails outside one loses the side effects it
+recorded before the failing op (a known gap, tests/programs/test_fuzz_regressions.py,
+``test_a_failing_graph_that_wrote_in_place_is_not_rerun``)."""
 
 BUILTIN_RAISES_MAIN: list[Template] = [
     ("k += {0} // {1}", "II"), ("k += lst[{0}]", "I"), ("k += dct[['a', 'c', 'z'][{0} % 3]]", "I"),
@@ -59,6 +68,7 @@ BUILTIN_RAISES_MAIN: list[Template] = [
     ("lst.remove({0})", "I"), ("k += dct.pop(['c', 'z'][{0} % 2])", "I"),
     ("k += next(iter(lst))", ""), ("k += int(str({0}) + 'x' * (len(lst) % 2))", "I"),
     ("out = out + {0}[len(lst)]", "T"), ("k += {0}.view(-1, k % 3 + 2).shape[0]", "T"),
+    ("acc.append(list(gen_raise(x, {0})))", "I"),
 ]
 USER_RAISES: list[Template] = [
     ("raise CodedError({0})", "I"), ("raise CodedError({0}, 'note')", "I"),
@@ -73,12 +83,15 @@ HANDLER_RAISES: list[Template] = [
     ("raise RuntimeError('wrapped') from <E>", ""), ("raise ValueError({0}) from None", "I"),
     ("raise KeyError({0})", "I"), ("if {0}:\n    raise", "B"),
     ("if isinstance(<E>, LookupError):\n    raise IndexError({0}) from <E>", "I"),
+    ("<E>.add_note('note$')\nraise", ""), ("<E>.extra = {0}\nraise <E>", "I"),
 ]
 HANDLER_READS = [
     "acc.append(repr(<E>))", "acc.append((type(<E>).__name__, <E>.args))",
     "acc.append(repr(<E>.__cause__))", "acc.append(getattr(<E>, 'code', None))",
     "k += len(<E>.args)", "acc.append(str(<E>))",
     "acc.append(type(<E>.__context__).__name__)", "acc.append(isinstance(<E>, FuzzError))",
+    "acc.append(<E>)", "acc.append(sys.exc_info()[0].__name__)",
+    "acc.append(<E>.__traceback__ is None)",
 ]
 HELPER_RAISES: list[Template] = [
     ("k += via_two({0})", "I"), ("out = via_three(out, {0})", "I"),
@@ -177,7 +190,7 @@ class ErrorStatements:
 
     def builtin_raise(self, scope: Scope) -> Stmt:
         table = BUILTIN_RAISES + (BUILTIN_RAISES_MAIN * 2 if scope.main else [])
-        return self.fill(scope, table)
+        return self.fill(scope, table + (DATA_RAISES * 2 if scope.caught else []), binds="t")
 
     def user_raise(self, scope: Scope) -> Stmt:
         return self.fill(scope, USER_RAISES)
@@ -207,7 +220,8 @@ class ErrorStatements:
     # -- compound ------------------------------------------------------------
 
     def try_rich(self, scope: Scope) -> Stmt:
-        clauses = [Clause("try:", [], self.with_break(self.nested(scope, in_try=True)))]
+        body = self.nested(scope, in_try=True, caught=True)
+        clauses = [Clause("try:", [], self.with_break(body))]
         for _ in range(self.rng.choice([1, 1, 2, 3])):
             kinds = self.rng.choice(HANDLED)
             clauses.append(self.handler(scope, kinds, removable=len(clauses) > 1))

@@ -124,6 +124,7 @@ class Scope:
     pair: bool = False
     closure: bool = False
     in_except: bool = False
+    caught: bool = False  # inside a try with except clauses (not only a with-block)
 
     def child(self, **changes: object) -> Scope:
         names = {kind: list(values) for kind, values in self.names.items()}

@@ -68,6 +68,9 @@ class Observed:
     grad_enabled: bool
     world: tuple[Any, Any, Any]  # normalized (args, mutated globals, result)
     warnings: list[str]
+    # Read from ``error``'s traceback before ``observe`` drops it: raised by bytegraph?
+    internal: bool | None = None
+    explained: str = ""
 
 
 class GraphCounter:
@@ -139,11 +142,36 @@ def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Obs
             result, error = fn(*args), None
         except Exception as exc:  # noqa: BLE001  (the program's own exceptions are observations)
             result, error = None, exc
+    internal, explained = None, ""
+    if error is not None:
+        internal, explained = is_internal(error, namespace["__file__"]), explain_internal(error)
+        drop_tracebacks(error)
     grad_enabled = torch.is_grad_enabled()
     torch.set_grad_enabled(True)
     state = {name: namespace[name] for name in STATE_GLOBALS}
     world = normalize((args, state, result), {})
-    return Observed(error, stdout.getvalue(), grad_enabled, world, [str(w.message) for w in caught])
+    return Observed(
+        error, stdout.getvalue(), grad_enabled, world, [str(w.message) for w in caught],
+        internal, explained,
+    )
+
+
+def drop_tracebacks(error: BaseException) -> None:
+    """Drop the tracebacks of ``error`` and its chain, as a caller that handled it would.
+
+    Their frames keep the raising frames' locals alive, and ``observe`` itself makes a
+    cycle (its frame holds the exception): a generator local would then close, and run
+    its ``finally``, whenever the cyclic collector happens to run, at a different moment
+    on each side. Without them both sides observe the state after the locals are gone.
+    """
+    work: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while work:
+        item = work.pop()
+        if item is not None and id(item) not in seen:
+            seen.add(id(item))
+            item.__traceback__ = None
+            work += [item.__cause__, item.__context__]
 
 
 def is_internal(error: BaseException, filename: str) -> bool:
@@ -206,8 +234,12 @@ def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, st
     if internal:
         return "internal:warning", internal[0]
     same_error = describe(eager.error) == describe(compiled.error)
-    if compiled.error is not None and not same_error and is_internal(compiled.error, filename):
-        return f"internal:{type(compiled.error).__name__}", explain_internal(compiled.error)
+    if compiled.error is not None and not same_error and (
+        compiled.internal if compiled.internal is not None
+        else is_internal(compiled.error, filename)
+    ):
+        explained = compiled.explained or explain_internal(compiled.error)
+        return f"internal:{type(compiled.error).__name__}", explained
     if not same_error:
         detail = f"eager {describe(eager.error)}, compiled {describe(compiled.error)}"
         return "wrong:exception", detail

@@ -143,6 +143,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import sys
 
 import torch
 import torch.nn.functional as F
