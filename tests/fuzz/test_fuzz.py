@@ -16,7 +16,16 @@ import pytest
 import bytegraph
 from tests.fuzz.campaign import run_campaign
 from tests.fuzz.grammar import generate
-from tests.fuzz.runner import Observed, Outcome, compare, compare_world, normalize, run_source
+from tests.fuzz.runner import (
+    Observed,
+    Outcome,
+    compare,
+    compare_world,
+    load,
+    normalize,
+    observe,
+    run_source,
+)
 from tests.fuzz.shrink import shrink
 from tests.fuzz.tree import PRELUDE, Program, count_nodes
 
@@ -160,3 +169,39 @@ def test_shrinker_keeps_the_failure_and_cuts() -> None:
     assert count_nodes(smaller) < count_nodes(program)
     assert shrunk.runs <= 2000
     assert len(smaller.module) == 1 and not smaller.module[0].clauses[0].body
+
+
+def test_compare_reads_the_exception_chain() -> None:
+    world = ((), {}, None)
+
+    def raised(cause: BaseException | None, code: int = 1) -> Observed:
+        error = KeyError("k")
+        error.__cause__, error.code = cause, code
+        return Observed(error, "", True, world, [])
+
+    eager = raised(ValueError(1))
+    assert compare(eager, raised(ValueError(1)), "p.py") is None
+    assert compare(eager, raised(ValueError(2)), "p.py")[0] == "wrong:exception_chain"
+    assert compare(eager, raised(None), "p.py")[0] == "wrong:exception_chain"
+    assert compare(eager, raised(ValueError(1), 2), "p.py")[0] == "wrong:exception_chain"
+
+
+def test_runner_reads_the_state_once_an_escaping_exception_is_dropped() -> None:
+    """The generator closes when its frame's locals go, not when the collector runs."""
+    source = PRELUDE + INPUTS + '''
+def gen(log):
+    try:
+        yield 1
+    finally:
+        log.append('closed')
+
+
+def f(x, y, w, n, lst, dct, obj):
+    g = gen(GL)
+    next(g)
+    raise KeyError('k')
+'''
+    namespace = load(source, "dropped.py", "fuzz_dropped")
+    seen = observe(namespace, namespace["f"], 1)
+    assert isinstance(seen.error, KeyError) and seen.internal is False
+    assert seen.world[1]["GL"] == ["closed"]
