@@ -11,9 +11,10 @@ would do at that call:
 * a bound method of a user function: the same, bound to the same receiver;
 * an nn.Module whose class keeps ``nn.Module.__call__``: a caller of the
   class's compiled ``forward``, one per class (a module is guarded by its
-  type, so layers of one class share entries); at the call it runs the
-  module as it is if the module has hooks, a ``forward`` of its own or jit
-  tracing is on;
+  type, so layers of one class share entries), torch.nn's own modules
+  included (``nn.Sequential`` of user blocks, as torch.compile compiles
+  torch.nn frames); at the call it runs the module as it is if the module
+  has hooks, a ``forward`` of its own or jit tracing is on;
 * anything else (builtins, classes, torch and standard-library functions,
   generator functions, functions marked by ``bytegraph.disable`` or another
   marker, compiled wrappers): the callable itself.
@@ -42,6 +43,8 @@ _OWN_DIRS = tuple(
     os.path.join(os.path.dirname(os.path.abspath(module.__file__)), "")
     for module in (torch, bytegraph)
 )
+_TORCH_NN = os.path.join(os.path.dirname(os.path.abspath(nn.__file__)), "")
+_TORCH_NN_PARALLEL = os.path.join(_TORCH_NN, "parallel", "")
 
 
 class Router:
@@ -53,6 +56,7 @@ class Router:
         self._skipped: dict[int, types.CodeType] = {}  # id(code) -> code never routed
         self._per_code: dict[int, int] = {}  # id(code) -> function objects routed
         self._classes: dict[int, tuple[type, Any]] = {}  # id(class) -> (class, caller or None)
+        self._forwards: dict[types.FunctionType, Any] = {}  # a module class's forward -> compiled
         self.route = self._make_route()
 
     def seed(self, fn: types.FunctionType, compiled: Any) -> None:
@@ -92,9 +96,10 @@ class Router:
             if self._skipped.get(id(code)) is code or marking(fn) is not None:
                 return fn
             routed_before = self._per_code.get(id(code), 0)
-            if not _routable_code(code) or routed_before >= config.recompile_limit:
-                # Past the limit, a code made into new function objects again and again (a
-                # closure per call) would compile every time: it runs as it is instead.
+            # A nested function is often made anew by each call of its maker: a second
+            # object of its code runs as it is, rather than compiling on every call.
+            limit = 1 if "<locals>" in fn.__qualname__ else config.recompile_limit
+            if not _routable_code(code) or routed_before >= limit:
                 self._skipped[id(code)] = code
                 return fn
             compiled = self._compile(fn)
@@ -104,15 +109,21 @@ class Router:
         self.functions[fn] = compiled
         return compiled
 
+    def compiled_forward(self, kind: type) -> Any:
+        """The compiled forward that instances of the module class ``kind`` run, if any."""
+        forward = _module_forward(kind)
+        return self.functions.get(forward) or self._forwards.get(forward)
+
     def _first_class(self, kind: type) -> Any:
         """The caller of ``kind``'s compiled forward, or None if its instances run as they are."""
         caller = None
         try:
             forward = _module_forward(kind)
             if forward is not None:
-                compiled = self.functions.get(forward) or self._first_function(forward)
-                if compiled is not forward:
-                    caller = _module_caller(compiled)
+                compiled = self.compiled_forward(kind)
+                if compiled is None:
+                    compiled = self._forwards[forward] = self._compile(forward)
+                caller = _module_caller(compiled)
         except Exception:  # noqa: BLE001  (routing is optional: the call runs as it is)
             caller = None
         self._classes[id(kind)] = (kind, caller)
@@ -138,8 +149,13 @@ def _module_forward(kind: type) -> types.FunctionType | None:
     forward = _class_attribute(kind, "forward")
     if not isinstance(forward, types.FunctionType) or forward is nn.Module.forward:
         return None
-    if is_disabled(forward):
+    if is_disabled(forward) or forward.__code__.co_flags & _GENERATOR_FLAGS:
         return None
+    filename = os.path.abspath(forward.__code__.co_filename)
+    if filename.startswith(_OWN_DIRS) and (
+        not filename.startswith(_TORCH_NN) or filename.startswith(_TORCH_NN_PARALLEL)
+    ):
+        return None  # bytegraph's, torch's outside torch.nn, or a data-parallel wrapper
     return forward
 
 

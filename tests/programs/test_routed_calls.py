@@ -67,6 +67,8 @@ torch.manual_seed(0)
 BLOCK = Block()
 BLOCKS = torch.nn.ModuleList([Block(), Block(), Block()])
 FROZEN = Block().requires_grad_(False)
+SEQUENTIAL = torch.nn.Sequential(Block(), torch.nn.Tanh(), Block()).requires_grad_(False)
+LINEAR = torch.nn.Linear(3, 3).requires_grad_(False)
 
 
 @bytegraph.disable
@@ -139,6 +141,43 @@ def loop_calls_modules_of_one_class(x, log):
     for _ in range(2):
         for block in BLOCKS:  # one compiled forward: a module is guarded by its type
             x = block(x)
+        if bool(x.sum() > 1e6):
+            break
+    return x - 1
+
+
+@add(t3, graphs=4)
+def loop_calls_torch_nn_modules(x, log):
+    x = x + 1
+    for _ in range(2):
+        x = SEQUENTIAL(x) + LINEAR(x)  # torch.nn's forwards too, as torch.compile's hook
+        if bool(x.sum() > 1e6):
+            break
+    return x - 1
+
+
+@add(t3, graphs=3)
+def walrus_keeps_the_callable(x, log):
+    x = x + 1
+    for _ in range(2):
+        x = (fn := scale)(x)  # the callable is copied into ``fn``: this call is left alone
+        log.append(fn is scale)
+        x = fn(x)
+        if bool(x.sum() > 1e6):
+            break
+    return x - 1
+
+
+@add(t3, graphs=3)
+def nested_function_made_per_call(x, log):
+    x = x + 1
+    k = 2.0
+
+    def inner(t):
+        return t * k
+
+    for _ in range(2):
+        x = inner(x)  # the first object of its code is compiled; a later call's one is not
         if bool(x.sum() > 1e6):
             break
     return x - 1
@@ -266,7 +305,7 @@ def test_module_in_a_loop_compiles_once_then_hits(differential, counting_backend
     compiled = differential.compile(run)
     differential.check(run, compiled, (randn(3), 5))
     assert counting_backend.calls == 1  # the forward: no graph before or after the loop
-    forward = compiled.router.functions[Block.forward]
+    forward = compiled.router.compiled_forward(Block)
     assert len(forward.entries) == 1
     differential.check(run, compiled, (randn(3), 5))
     assert counting_backend.calls == 1
