@@ -14,3 +14,11 @@ memoize_metadata: bool = True
 strict: bool = False
 """Raise a bytegraph bug met while compiling (as ``InternalError``) instead of
 warning once and running the function as plain Python. The test suite sets it."""
+
+reorderable_logging: bool = False
+"""Let ``print(...)`` and ``logging.Logger`` calls (``debug``/``info``/``warning``/
+``error``/``critical``/``log``, and log-once helpers such as Hugging Face's
+``logger.warning_once``) whose arguments are constants (strings, numbers, shapes,
+dtypes: no tensor values) run after the graph, in program order, instead of
+breaking it. Output then comes after the graph's work, and a log record's caller
+is the compiled code. Off: each such call is a graph break, as in eager order."""

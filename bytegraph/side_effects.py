@@ -6,7 +6,9 @@ VariableTrackers are frozen. What a program changes lives here instead:
   sets, iterator positions), keyed by the VT that stands for the container;
 * attribute stores and deletes on objects, classes and closure cells
   (``DELETED`` marks a delete);
-* writes to module globals, keyed by the globals dict and the name.
+* writes to module globals, keyed by the globals dict and the name;
+* calls the replay makes (``print`` and logging on constants, when
+  ``config.reorderable_logging`` is on), in program order.
 
 Reads consult the log first, so a value mutated and read back in the same
 trace is seen with its new state. The log also knows every object that
@@ -186,17 +188,25 @@ class SideEffects:
     def delete_global(self, f_globals: dict[str, Any], name: str) -> None:
         self.store_global(f_globals, name, DELETED)
 
+    # -- deferred calls ---------------------------------------------------
+    def record_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """``fn(*args, **kwargs)`` made by the replay, in order with the other entries:
+        a print or log call on constants (variables/logging_calls.py)."""
+        self._order.append(("call", _Call(fn, args, kwargs)))
+
     # -- what the generated code will need --------------------------------
     def _replayed(self) -> Iterator[tuple[str, Any]]:
-        """The log entries a replay performs: globals and state with a source."""
+        """The log entries a replay performs: globals, calls and state with a source."""
         for kind, key in self._order:
-            if kind == "global" or key.vt.source is not None:
+            if kind in ("global", "call") or key.vt.source is not None:
                 yield kind, key
 
     def pending_values(self) -> list[Any]:
         """Every VT a replay stores (new objects inside them are found via ``children``)."""
         values: list[Any] = []
         for kind, key in self._replayed():
+            if kind == "call":
+                continue  # its arguments are constants; its callable a source or a builtin
             if kind == "global":
                 values.append(self._globals[key])
             elif kind == "contents":
@@ -252,6 +262,8 @@ class SideEffects:
         """Load what one log entry needs now; return the function emitting its store."""
         if kind == "global":
             return self._plan_global(replay, key)
+        if kind == "call":
+            return _plan_call(replay, key)
         if kind == "contents":
             return _plan_contents(replay, key.vt, self._contents[key])
         target = replay.load(key.vt)
@@ -287,6 +299,30 @@ class SideEffects:
             replay.emit(bc.Instr("DELETE_SUBSCR" if temp is None else "STORE_SUBSCR"))
 
         return store
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Call:
+    """A call the replay makes: ``fn`` is a VT with ``load_callable(codegen)``."""
+
+    fn: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def _plan_call(replay: _Replay, call: _Call) -> Any:
+    """Load the callable now (``logger.info`` bound before any store); call it later."""
+    from bytegraph.bytecode import assemble
+
+    call.fn.load_callable(replay.codegen)
+    fn = replay.store_top()
+
+    def store() -> None:  # fn(*args, **kwargs)
+        replay.emit(*assemble.push_null(), bc.Instr("LOAD_FAST", fn))
+        replay.emit(bc.Instr("LOAD_CONST", call.args), bc.Instr("LOAD_CONST", call.kwargs))
+        replay.emit(bc.Instr("CALL_FUNCTION_EX", 1), bc.Instr("POP_TOP"))
+
+    return store
 
 
 def _collect(value: Any, found: list[Any], vt_class: type) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import logging
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,7 @@ from bytegraph.variables.functions import (
     PartialVariable,
     UserFunctionVariable,
 )
+from bytegraph.variables.logging_calls import DeferredLogCallVariable, LoggerVariable
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.object_builtins import (
@@ -215,6 +217,8 @@ def _wrap_user_object(
         if mapping_base(cls) is not None:  # a dict subclass: items and attributes
             return wrap_user_mapping(tx, value, source, EXISTING_OBJECT)
         tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
+        if isinstance(value, logging.Logger):  # its log methods may be deferred
+            return LoggerVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
         return UserDefinedObjectVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
     if cls is types.MethodType and _is_user_method(value):
         # A bound method from the frame (``obj.__exit__`` on a resumed stack): its
@@ -285,6 +289,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return DequeClassVariable(value, source=source)
     if value is sys.exc_info:
         return ExcInfoFunctionVariable(source=source)
+    if value is print:  # a graph break, or deferred (config.reorderable_logging)
+        return DeferredLogCallVariable(None, "print", source=source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):

@@ -162,7 +162,8 @@ def test_explain_reports_no_break(name) -> None:
 # (model, extra call arguments, most graphs, why)
 VARIANTS = {
     "gpt2_labels": (gpt2, {"labels": True}, 2,
-                    "the loss_function property logs a warning (a logger call breaks)"),
+                    "the loss_function property logs a warning: a logger call breaks, unless "
+                    "config.reorderable_logging (test_gpt2_labels_warning_once_deferred)"),
     "gpt2_no_cache": (gpt2, {"use_cache": False}, 1, "nothing breaks"),
     "gpt2_tuple": (gpt2, {"return_dict": False}, 1, "nothing breaks"),
     "bert_tuple": (bert, {"return_dict": False}, 1, "nothing breaks"),
@@ -234,3 +235,47 @@ def test_gradients_match_eager(name, backend) -> None:
             assert grads[name_] is None or not grads[name_].any(), name_
             continue
         torch.testing.assert_close(grads[name_], grad, rtol=1e-4, atol=1e-6, msg=name_)
+
+
+def test_gpt2_labels_warning_once_deferred(monkeypatch, counting_backend) -> None:
+    """``config.reorderable_logging``: the loss property's ``logger.warning_once``
+    (an lru_cache-wrapped Logger attribute) runs after the graph: one graph, and
+    the same record as eager's, emitted once."""
+    import logging
+
+    monkeypatch.setattr(bytegraph.config, "reorderable_logging", True)
+    transformers.logging.set_verbosity_warning()
+    seen: list[tuple[str, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.levelname, record.getMessage()))
+
+    keep = Keep()
+    hf_logger = logging.getLogger("transformers")
+    hf_logger.addHandler(keep)
+    try:
+        model = gpt2().eval()
+        inputs = _inputs(padded=True)
+        inputs["labels"] = inputs["input_ids"]
+        warm_up(model, {k: v for k, v in inputs.items() if k != "labels"})
+        compiled = bytegraph.compile(model, backend=counting_backend)
+        with torch.no_grad():
+            logging.Logger.warning_once.cache_clear()
+            seen.clear()
+            expected = model(**inputs)
+            expected_records = list(seen)
+            logging.Logger.warning_once.cache_clear()
+            seen.clear()
+            actual = compiled(**inputs)
+            assert seen == expected_records and len(seen) == 1, seen
+            assert_same_output(actual, expected)
+            seen.clear()
+            assert_same_output(compiled(**inputs), model(**inputs))
+            assert seen == [], "warning_once warned twice"
+    finally:
+        hf_logger.removeHandler(keep)
+    assert counting_backend.calls == 1
+    with torch.no_grad():
+        report = bytegraph.explain(model)(**inputs)
+    assert report.graph_break_count == 0, str(report)

@@ -1,0 +1,139 @@
+"""Deferred logging: ``print()`` and Logger calls replayed after the graph (opt-in).
+
+With ``bytegraph.config.reorderable_logging = True``, a call of
+
+* ``print(...)`` (no ``file=``), or
+* a ``logging.Logger`` method ``debug``/``info``/``warning``/``warn``/``error``/
+  ``critical``/``fatal``/``log`` as ``logging.Logger`` defines it, or a log-once
+  helper installed on the class (a ``functools.lru_cache``-wrapped ``*_once``
+  attribute, such as Hugging Face's ``logger.warning_once``),
+
+whose arguments are all Python constants (strings, numbers, dtypes, shapes:
+what the trace knows without a tensor's values) is not traced into. It is
+recorded in SideEffects as a call, returns None in the trace, and the
+generated code makes the same call after the graph, in program order with
+the other calls and the other replayed mutations. What changes: output
+appears after the graph's work rather than between its ops, and a log
+record's caller (``funcName``, ``lineno``) is the transformed code's.
+
+Refused, so the call stays a graph break: the switch off (the default), an
+argument that is a tensor or any other object whose printed form could
+change before the replay, ``file=``, ``exc_info``/``stack_info`` (the replay
+has no exception being handled, and another stack), ``Logger.exception``,
+and a call inside a nested higher-order op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph import config
+from bytegraph.exc import Unsupported
+from bytegraph.side_effects import TOP_SCOPE
+from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.user_defined import Found, UserDefinedObjectVariable
+
+if TYPE_CHECKING:
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "fatal", "log"})
+_REFUSED_KEYWORDS = ("exc_info", "stack_info")
+
+
+def is_deferred_log_method(cls: type, found: Found, name: str) -> bool:
+    """``logger.name`` is a log call that may be deferred (the switch is read here)."""
+    if not config.reorderable_logging or not issubclass(cls, logging.Logger):
+        return False
+    if found.pending is not None:
+        return False
+    if name in LOG_METHODS:
+        return found.owner is logging.Logger and found.raw is logging.Logger.__dict__[name]
+    return name.endswith("_once") and isinstance(found.raw, functools._lru_cache_wrapper)
+
+
+def _loggable(value: Any) -> bool:
+    """A value whose printed form is fixed now: constants and containers of them."""
+    if is_constant_value(value) or type(value) is torch.Size:
+        return True
+    if type(value) in (tuple, list, set, frozenset):
+        return all(_loggable(v) for v in value)
+    if type(value) is dict:
+        return all(_loggable(k) and _loggable(v) for k, v in value.items())
+    return False
+
+
+def _constant_argument(tx: Tx, vt: VariableTracker, what: str) -> Any:
+    from bytegraph.variables.containers import python_constant
+
+    try:
+        value = python_constant(tx, vt)
+    except Unsupported:
+        value = vt
+    if value is vt or not _loggable(value):
+        raise Unsupported("unsupported_call", f"{what} of {vt}: needs its value at run time")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DeferredLogCallVariable(VariableTracker):
+    """``print`` (receiver None) or ``logger.<name>``: a call recorded for the replay."""
+
+    receiver: VariableTracker | None
+    name: str
+
+    def python_type(self) -> type:
+        return type(print) if self.receiver is None else type(logging.Logger.info)
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        what = "print()" if self.receiver is None else f"Logger.{self.name}()"
+        if not config.reorderable_logging:
+            raise Unsupported(
+                "unsupported_call", f"call of builtins.{self.name} (reorderable_logging is off)"
+            )
+        if tx.output.side_effects.scope > TOP_SCOPE:
+            raise Unsupported("side_effect", f"{what} inside a higher-order op")
+        consts = tuple(_constant_argument(tx, a, what) for a in args)
+        const_kwargs = {k: _constant_argument(tx, v, what) for k, v in kwargs.items()}
+        self._check_keywords(what, const_kwargs)
+        tx.output.side_effects.record_call(self, consts, const_kwargs)
+        return ConstantVariable(None)
+
+    def _check_keywords(self, what: str, kwargs: dict[str, Any]) -> None:
+        if self.receiver is None:
+            if kwargs.get("file") is not None:
+                raise Unsupported("unsupported_call", f"{what} with file=")
+            return
+        for name in _REFUSED_KEYWORDS:
+            if kwargs.get(name):
+                raise Unsupported("unsupported_call", f"{what} with {name}")
+
+    def load_callable(self, codegen: Any) -> None:
+        """Leave the callable on the stack: ``print``, or ``logger.name`` (bound now)."""
+        import bytecode as bc
+
+        if self.receiver is None:
+            codegen.load_const(print)
+            return
+        codegen(self.receiver)
+        codegen.append(bc.Instr("LOAD_ATTR", self.name))
+
+    def __repr__(self) -> str:
+        return "DeferredLogCallVariable(print)" if self.receiver is None else (
+            f"DeferredLogCallVariable(Logger.{self.name})"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class LoggerVariable(UserDefinedObjectVariable):
+    """A ``logging.Logger`` from the frame: a plain object whose log methods may defer."""
+
+    def bind(self, tx: Tx, found: Found, name: str) -> VariableTracker:
+        if is_deferred_log_method(self.cls, found, name):
+            return DeferredLogCallVariable(self, name)
+        return super().bind(tx, found, name)
