@@ -123,7 +123,7 @@ class Router:
                 compiled = self.compiled_forward(kind)
                 if compiled is None:
                     compiled = self._forwards[forward] = self._compile(forward)
-                caller = _module_caller(compiled)
+                caller = _module_caller(kind, forward, compiled)
         except Exception:  # noqa: BLE001  (routing is optional: the call runs as it is)
             caller = None
         self._classes[id(kind)] = (kind, caller)
@@ -166,14 +166,17 @@ def _class_attribute(kind: type, name: str) -> Any:
     return None
 
 
-def _module_caller(compiled: Any) -> Callable[..., Any]:
+def _module_caller(kind: type, forward: types.FunctionType, compiled: Any) -> Callable[..., Any]:
     tracing_state = torch._C._get_tracing_state
+    module_call = nn.Module.__call__
 
     def call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        # What nn.Module.__call__ would do differently from calling forward: run it.
+        # What nn.Module.__call__ would do differently from calling forward, or a class
+        # patched since (its forward or __call__ replaced): run the module as it is.
         if (
             has_hooks(module) or "forward" in module.__dict__ or is_disabled(module)
             or module.__dict__.get("_compiled_call_impl") is not None or tracing_state()
+            or kind.forward is not forward or kind.__call__ is not module_call
         ):
             return module(*args, **kwargs)
         return compiled(module, *args, **kwargs)

@@ -332,6 +332,30 @@ def test_module_with_a_hook_runs_its_hook(differential, counting_backend) -> Non
     assert counting_backend.calls == 0
 
 
+def test_module_class_patched_after_routing_runs_the_new_forward(differential) -> None:
+    class Patched(torch.nn.Module):
+        def forward(self, t):
+            return t + 1
+
+    module = Patched()
+
+    def run(x):
+        for _ in range(2):
+            x = module(x)
+            if bool((x > 1e6).any()):
+                break
+        return x
+
+    compiled = differential.compile(run)
+    differential.check(run, compiled, (randn(3),))
+    original = Patched.forward
+    Patched.forward = lambda self, t: t * 10
+    try:
+        differential.check(run, compiled, (randn(3),))
+    finally:
+        Patched.forward = original
+
+
 def test_routed_call_keeps_the_callers_line_in_tracebacks() -> None:
     def bad(t):
         return t + "x"
