@@ -39,6 +39,7 @@ from bytegraph.api import compile, reset  # noqa: E402
 from bytegraph.exc import BytegraphError, InternalError, Unsupported  # noqa: E402
 from bytegraph.explain import explain  # noqa: E402
 from bytegraph.graph.backends import BackendError  # noqa: E402
+from bytegraph.graph.shapes import mark_dynamic, mark_static  # noqa: E402
 from bytegraph.logs import set_logs  # noqa: E402
 from bytegraph.markers import allow_in_graph, disable, disallow_in_graph, graph_break  # noqa: E402
 
@@ -56,6 +57,8 @@ __all__ = [
     "disallow_in_graph",
     "explain",
     "graph_break",
+    "mark_dynamic",
+    "mark_static",
     "reset",
     "set_logs",
 ]

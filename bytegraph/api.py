@@ -35,6 +35,7 @@ import torch
 from bytegraph import config, logs
 from bytegraph.exc import InternalError, Unsupported
 from bytegraph.graph.backends import Backend, BackendError, lookup_backend
+from bytegraph.graph.shapes import DynamicDims
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
 from bytegraph.runtime import Router
@@ -76,6 +77,9 @@ class CompiledFunction:
         self.entries: list[CacheEntry] = []
         self._checks: tuple[_CheckedRun, ...] = ()
         self._exhausted = False
+        # Which argument dimensions are dynamic (graph/shapes.py); compile(dynamic=...).
+        self.dynamic: bool | None = None
+        self.dynamic_dims = DynamicDims()
         functools.update_wrapper(self, fn)
         _live_functions.add(self)
 
@@ -89,7 +93,14 @@ class CompiledFunction:
         """A resume function or a callee, compiled with this function's settings."""
         return CompiledFunction(
             fn, self.backend, self.fullgraph, self.resume_cache, self.router
-        )
+        ).set_dynamic(self.dynamic)
+
+    def set_dynamic(self, dynamic: bool | None) -> CompiledFunction:
+        """None: static, then automatic dynamic on a size change; True: every dimension
+        dynamic from the first call; False: never (one entry per size)."""
+        self.dynamic = dynamic
+        self.dynamic_dims = DynamicDims(automatic=dynamic is None, everything=dynamic is True)
+        return self
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         return self if obj is None else types.MethodType(self, obj)
@@ -113,16 +124,21 @@ class CompiledFunction:
         if len(self.entries) >= config.recompile_limit:
             self._give_up(args, kwargs)
             return self.fn
+        changes = self.dynamic_dims.update(frame_values)
         if self.entries and logs.enabled("recompiles"):
             failed = self.entries[0].guard.explain_failure(args, kwargs)
+            decided = "".join(f"; {change}" for change in changes)
             logs.get_logger("recompiles").info(
-                "recompiling %s (%s:%d): guard failed: %s",
+                "recompiling %s (%s:%d): guard failed: %s%s",
                 self.fn.__qualname__, self.fn.__code__.co_filename,
-                self.fn.__code__.co_firstlineno, failed,
+                self.fn.__code__.co_firstlineno, failed, decided,
             )
+        dynamic = self.dynamic_dims.for_call(frame_values)
         started = time.perf_counter()
         try:
-            entry = convert_frame(self.context, frame_values, self.backend, self.fullgraph)
+            entry = convert_frame(
+                self.context, frame_values, self.backend, self.fullgraph, dynamic
+            )
         except (Unsupported, BackendError):
             raise
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
@@ -165,6 +181,7 @@ class CompiledFunction:
         self.context.callee_cache.clear()
         self._checks = ()
         self._exhausted = False
+        self.set_dynamic(self.dynamic)
 
 
 class CompiledModule(torch.nn.Module):
@@ -177,10 +194,15 @@ class CompiledModule(torch.nn.Module):
     does not have are the original module's.
     """
 
-    def __init__(self, module: torch.nn.Module, backend: Backend, fullgraph: bool) -> None:
+    def __init__(
+        self, module: torch.nn.Module, backend: Backend, fullgraph: bool,
+        dynamic: bool | None = None,
+    ) -> None:
         super().__init__()
         self._orig_mod = module
-        self._compiled_forward = CompiledFunction(type(module).forward, backend, fullgraph)
+        self._compiled_forward = CompiledFunction(
+            type(module).forward, backend, fullgraph
+        ).set_dynamic(dynamic)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Not nn.Module.__call__: the wrapper's own hook machinery would run hooks twice.
@@ -204,20 +226,29 @@ def compile(
     *,
     backend: str | Backend = "inductor",
     fullgraph: bool = False,
+    dynamic: bool | None = None,
 ) -> Any:
-    """Compile a function or nn.Module; usable as a decorator, bare or with arguments."""
+    """Compile a function or nn.Module; usable as a decorator, bare or with arguments.
+
+    ``dynamic``: None (the default) compiles static shapes first and makes a
+    dimension size-generic once its size changes; True makes every dimension
+    of every tensor argument size-generic from the first call; False never
+    does (one entry per size, up to ``config.recompile_limit``).
+    """
     backend_fn = lookup_backend(backend)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"bytegraph.compile: dynamic must be None, True or False, not {dynamic!r}")
     if model is not None and is_disabled(model):
         return model
     if model is None:
-        return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph)
+        return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph, dynamic=dynamic)
     if isinstance(model, torch.nn.Module):
-        return CompiledModule(model, backend_fn, fullgraph)
+        return CompiledModule(model, backend_fn, fullgraph, dynamic)
     if isinstance(model, types.MethodType):
-        compiled = CompiledFunction(model.__func__, backend_fn, fullgraph)
+        compiled = CompiledFunction(model.__func__, backend_fn, fullgraph).set_dynamic(dynamic)
         return types.MethodType(compiled, model.__self__)
     if isinstance(model, types.FunctionType):
-        return CompiledFunction(model, backend_fn, fullgraph)
+        return CompiledFunction(model, backend_fn, fullgraph).set_dynamic(dynamic)
     raise TypeError(
         f"bytegraph.compile expects a Python function, method or nn.Module, "
         f"not {type(model).__name__}"

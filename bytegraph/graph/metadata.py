@@ -130,6 +130,31 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     return result
 
 
+def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``target`` on the fake tensors of a dynamic trace (``graph/shapes.py``): the
+    fake mode reasons about symbolic sizes, which meta kernels cannot. No memo: its
+    keys are sizes."""
+    _refuse_overlapping_write(kind, target, args, kwargs)
+    _refuse_mixed_dtypes(kind, target, args, kwargs)
+    fn: Callable = getattr(args[0], target) if kind == "call_method" else target
+    call_args = args[1:] if kind == "call_method" else args
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    name = getattr(target, "__name__", target)
+    try:
+        with fake_mode:
+            result = fn(*call_args, **kwargs)
+    except Unsupported:
+        raise
+    except Exception as e:  # the op failed, has no fake kernel, or its shape needs data
+        raise Unsupported(
+            "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
+        ) from e
+    if free_unbacked_symbols(result):  # a size or value only the data decides
+        raise Unsupported("data_dependent", f"{name} gives a result the tensor's data decides")
+    return result
+
+
 _MEMO_THRESHOLD_SECONDS = 30e-6
 _worth_memoizing: dict[tuple[str, Any], bool] = {}
 

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 
 from bytegraph.graph.metadata import base_of
+from bytegraph.graph.shapes import ShapeSession
 from bytegraph.guards.guard import Guard, GuardKind
 from bytegraph.guards.sources import Source
 from bytegraph.side_effects import SideEffects
@@ -29,6 +30,7 @@ class GraphInput:
     source: Source
     node: torch.fx.Node
     example: Any  # the real value seen while tracing: the backend's example input
+    fake: Any = None  # in a dynamic trace, its fake tensor (symbolic sizes)
 
 
 class SubgraphTracer:
@@ -66,6 +68,8 @@ class OutputGraph:
         self._cells: dict[int, Any] = {}
         self._input_bases: set[int] = set()  # ids of the meta tensors inputs are views of
         self.writes_inputs = False  # an op wrote into an input (or a view of one)
+        # Set for a trace with dynamic dimensions: every tensor is then a fake tensor.
+        self.shapes: ShapeSession | None = None
         # an op was recorded under a try block: failing at run time, it must reach a handler
         self.ops_in_try = False
 
@@ -96,7 +100,8 @@ class OutputGraph:
     def add_input(self, source: Source, example: Any, meta: Any = None) -> torch.fx.Node:
         """A placeholder for ``example``; ``meta`` is the meta tensor standing for it."""
         node = self.tracer.create_placeholder(_placeholder_name(source))
-        self.inputs.append(GraphInput(source, node, example))
+        fake = meta if self.shapes is not None else None
+        self.inputs.append(GraphInput(source, node, example, fake))
         if meta is not None:
             self._input_bases.add(id(base_of(meta)))
         return node
@@ -140,11 +145,13 @@ def _placeholder_name(source: Source) -> str:
 
 
 def reachable_tensors(roots: list[Any], side_effects: SideEffects) -> list[Any]:
-    """TensorVariables the generated code must load: from ``roots`` and pending effects.
+    """TensorVariables (and symbolic sizes) the generated code must load: from ``roots``
+    and pending effects; they become graph outputs.
 
     Walks containers (with their current contents), cells and the attributes
     stored on objects, visiting each VT once.
     """
+    from bytegraph.variables.symbolic import SymIntVariable
     from bytegraph.variables.tensor import TensorVariable
 
     found: dict[int, Any] = {}
@@ -155,7 +162,7 @@ def reachable_tensors(roots: list[Any], side_effects: SideEffects) -> list[Any]:
         if id(vt) in seen:
             continue
         seen.add(id(vt))
-        if isinstance(vt, TensorVariable):
+        if isinstance(vt, (TensorVariable, SymIntVariable)):
             found.setdefault(id(vt), vt)
             continue
         work.extend(side_effects.children(vt))

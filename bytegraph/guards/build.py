@@ -117,6 +117,8 @@ class GuardFunctionBuilder:
             return [f"not {e() if expected is None else self.const(expected)}"]
         if kind is GuardKind.KEY_ABSENT:
             return [f"{self.const(expected)} not in {e()}"]
+        if kind is GuardKind.SHAPE:
+            return [expected]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]
@@ -139,8 +141,7 @@ class GuardFunctionBuilder:
             f"type({e()}) is {self.const(snap.tensor_type)}",
             f"{e()}.dtype is {self.const(snap.dtype)}",
             f"{e()}.device == {self.const(snap.device)}",
-            f"{e()}.shape == {snap.shape!r}",
-            f"{e()}.stride() == {snap.stride!r}",
+            *self._sizes(e, snap),
             f"{e()}.requires_grad is {snap.requires_grad!r}",
         ]
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
@@ -150,6 +151,19 @@ class GuardFunctionBuilder:
         # Only a sparse COO tensor reports all-zero strides like an expanded strided one.
         if all(s == 0 for s in snap.stride):
             parts.append(f"{e()}.layout is {self.const(torch.strided)}")
+        return parts
+
+    @staticmethod
+    def _sizes(e: Callable[[], str], snap: TensorSnapshot) -> list[str]:
+        """Exact shape and strides; with dynamic dimensions, the static sizes and
+        contiguity (the sizes' own relations are SHAPE guards)."""
+        if not snap.dynamic:
+            return [f"{e()}.shape == {snap.shape!r}", f"{e()}.stride() == {snap.stride!r}"]
+        parts = [f"{e()}.dim() == {len(snap.shape)}"]
+        parts += [
+            f"{e()}.size({i}) == {n}" for i, n in enumerate(snap.shape) if i not in snap.dynamic
+        ]
+        parts.append(f"{e()}.is_contiguous()")
         return parts
 
     def add_global_state(self, default_device: bool = False) -> None:

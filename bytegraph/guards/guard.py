@@ -24,6 +24,7 @@ class GuardKind(enum.Enum):
     GLOBAL_ABSENT = "global_absent"  # a module global that must stay undefined (builtins)
     DISTINCT = "distinct"  # not the same object as any of others (expected: tuple of sources)
     KEY_ABSENT = "key_absent"  # a mapping (a class's __dict__) lacks a key (expected: the key)
+    SHAPE = "shape"  # a relation between sizes the ShapeEnv relied on (expected: Python text)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,9 +38,12 @@ class TensorSnapshot:
     stride: tuple[int, ...]
     requires_grad: bool
     is_leaf: bool  # only ever False when requires_grad is True
+    # Dimensions whose size is symbolic (graph/shapes.py): not compared; the tensor is
+    # contiguous instead of having these exact strides.
+    dynamic: frozenset[int] = frozenset()
 
     @staticmethod
-    def of(t: torch.Tensor) -> TensorSnapshot:
+    def of(t: torch.Tensor, dynamic: frozenset[int] = frozenset()) -> TensorSnapshot:
         """The snapshot of a strided tensor; Unsupported for any other kind."""
         if t.layout is not torch.strided or t.is_nested or t.is_quantized:
             kind = "nested" if t.is_nested else "quantized" if t.is_quantized else str(t.layout)
@@ -47,7 +51,7 @@ class TensorSnapshot:
             raise Unsupported("unsupported_value", detail)
         return TensorSnapshot(
             type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad,
-            t.is_leaf,
+            t.is_leaf, dynamic,
         )
 
 
@@ -59,6 +63,6 @@ class Guard:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        if self.kind is GuardKind.KEY_ABSENT:  # one per absent key of the same mapping
+        if self.kind in (GuardKind.KEY_ABSENT, GuardKind.SHAPE):  # one per key or relation
             return self.kind, self.source, self.expected
         return self.kind, self.source

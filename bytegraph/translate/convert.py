@@ -26,6 +26,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.graph.rerun import OnGraphError
+from bytegraph.graph.shapes import ShapeSession
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
@@ -51,10 +52,13 @@ def convert_frame(
     frame_values: dict[str, Any],
     backend: Backend,
     fullgraph: bool,
+    dynamic: dict[Any, frozenset[int]] | None = None,
 ) -> CacheEntry:
-    """A cache entry for a call of ``ctx.fn`` whose arguments bound to ``frame_values``."""
+    """A cache entry for a call of ``ctx.fn`` whose arguments bound to ``frame_values``;
+    ``dynamic``: the dimensions of tensor arguments to trace size-generic."""
     fn = ctx.fn
-    tx = _translator(fn, frame_values)
+    dynamic = dynamic or {}
+    tx = _translator(fn, frame_values, dynamic)
     try:
         _run(tx)
         if tx.escaped is not None:
@@ -65,20 +69,24 @@ def convert_frame(
             raise
         if reason.step is None:  # the trace finished but its result cannot be rebuilt
             return _entry(fn, tx.output, _python_run(ctx), breaks=(reason,))
-        return _translate_with_break(ctx, frame_values, backend, reason)
+        return _translate_with_break(ctx, frame_values, backend, reason, dynamic)
 
 
 def _translate_with_break(
-    ctx: FrameContext, frame_values: dict[str, Any], backend: Backend, reason: Unsupported
+    ctx: FrameContext,
+    frame_values: dict[str, Any],
+    backend: Backend,
+    reason: Unsupported,
+    dynamic: dict[Any, frozenset[int]],
 ) -> CacheEntry:
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
     decoded = decode(fn.__code__)
     loop = loop_region(decoded, reason.index) or call_region(decoded, reason.index)
     if loop is not None:
-        tx = _translator(fn, frame_values, break_loop=loop)
+        tx = _translator(fn, frame_values, dynamic, break_loop=loop)
     else:
-        tx = _translator(fn, frame_values, break_at=reason.step)
+        tx = _translator(fn, frame_values, dynamic, break_at=reason.step)
     try:
         _run(tx)
         if tx.break_plan is None:  # the trace did not retrace the same way
@@ -120,9 +128,14 @@ def _run(tx: InstructionTranslator) -> None:
 
 
 def _translator(
-    fn: types.FunctionType, frame_values: dict[str, Any], **break_point: Any
+    fn: types.FunctionType,
+    frame_values: dict[str, Any],
+    dynamic: dict[Any, frozenset[int]],
+    **break_point: Any,
 ) -> InstructionTranslator:
     output = OutputGraph()
+    if dynamic:
+        output.shapes = ShapeSession(dynamic)
     cells = {
         name: output.cell_for(cell, ClosureCellSource(name))
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
@@ -180,7 +193,7 @@ def _compile(
             logs.get_logger("graph_code").info(
                 "graph of %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False)
             )
-        compiled = call_backend(backend, gm, [i.example for i in inputs])
+        compiled = _call_backend(backend, gm, inputs, output.shapes)
         code = code.replace(co_consts=tuple(
             compiled if const is pending else const for const in code.co_consts
         ))
@@ -190,6 +203,17 @@ def _compile(
         )
     graphs = (gm,) if gm is not None else ()
     return _entry(fn, output, _function_like(fn, code), graphs, breaks)
+
+
+def _call_backend(
+    backend: Backend, gm: Any, inputs: list[Any], shapes: ShapeSession | None
+) -> Callable[..., Any]:
+    """The backend on real example inputs; a dynamic graph gets the fake ones, whose
+    symbols make backends that trace again (AOTAutograd, Inductor) size-generic."""
+    if shapes is None:
+        return call_backend(backend, gm, [i.example for i in inputs])
+    with shapes.backend_context():
+        return call_backend(backend, gm, [i.fake for i in inputs])
 
 
 def _raise_tail(
@@ -221,6 +245,8 @@ def _entry(
     graphs: tuple = (),
     breaks: tuple[Unsupported, ...] = (),
 ) -> CacheEntry:
+    if output.shapes is not None:
+        output.shapes.add_guards(output)
     guard = build_guard_function(list(output.guards.values()), fn, output.uses_default_device)
     if logs.enabled("guards"):
         logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)

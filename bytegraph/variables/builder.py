@@ -337,8 +337,13 @@ def _wrap_tensor(
     if seen is not None:  # the same tensor through a second source: one graph input
         output.add_guard(GuardKind.SAME_OBJECT, source, seen.source)
         return seen
-    output.add_guard(GuardKind.TENSOR_MATCH, source, TensorSnapshot.of(value))
-    meta = metadata.to_meta(value)
+    snapshot = TensorSnapshot.of(value)  # Unsupported for what is not traced (sparse...)
+    if output.shapes is not None:  # a dynamic trace: fake tensors, some sizes symbolic
+        meta = output.shapes.fake_input(value, source)
+        snapshot = dataclasses.replace(snapshot, dynamic=output.shapes.dynamic_dims(meta))
+    else:
+        meta = metadata.to_meta(value)
+    output.add_guard(GuardKind.TENSOR_MATCH, source, snapshot)
     node = output.add_input(source, value, meta)
     vt = TensorVariable(node, meta, value.device, tensor_type=type(value), source=source)
     output.tensor_by_id[id(value)] = vt

@@ -157,9 +157,12 @@ class BuiltinVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         from bytegraph.variables.scalars import symbolic_arithmetic
+        from bytegraph.variables.symbolic import operation as sym_int_operation
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
-        symbolic = symbolic_arithmetic(self.fn, args, kwargs)
+        symbolic = symbolic_arithmetic(self.fn, args, kwargs) or sym_int_operation(
+            tx, self.fn, args, kwargs
+        )
         if symbolic is not None:
             return symbolic
         handler = _HANDLERS.get(self.fn) or _INSTANCE_HANDLERS.get(type(self.fn))

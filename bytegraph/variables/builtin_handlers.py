@@ -62,7 +62,9 @@ def _len(tx: Tx, args, kwargs) -> VariableTracker | None:
     if _is_tensor(value):
         if not value.shape:
             raise Unsupported("unsupported_value", "len() of a 0-d tensor (raises in eager)")
-        return ConstantVariable(value.shape[0])
+        from bytegraph.variables.symbolic import size_item
+
+        return size_item(tx, value.node, 0, value.shape[0])
     if isinstance(value, ConstantVariable):
         return None  # fold: len("abc"), len(range(3))
     if not hasattr(value.python_type(), "__len__"):

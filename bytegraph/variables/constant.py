@@ -34,8 +34,18 @@ def is_constant_value(value: object) -> bool:
     return isinstance(value, CONSTANT_TYPES)
 
 
+_SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ConstantVariable(PythonValueVariable):
+    def __post_init__(self) -> None:
+        # A size of a dynamic trace taken as a constant is one: its value, guarded
+        # by the ShapeEnv (a specialisation), never the symbol itself.
+        if type(self.value) in _SYMBOLIC_TYPES:
+            kind = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+            object.__setattr__(self, "value", kind[type(self.value)](self.value))
+
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.value)
 

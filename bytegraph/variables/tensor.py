@@ -19,6 +19,12 @@ from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.symbolic import (
+    SymIntVariable,
+    SymSliceVariable,
+    size_item,
+    symbolic_or_constant,
+)
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -54,6 +60,8 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         from bytegraph.variables.base import BoundMethodVariable
 
+        if name == "shape":
+            return _size_of(tx, self)
         folded = _fold_attribute(self, name)
         if folded is not None:
             return folded
@@ -144,11 +152,24 @@ def _fold_method(
     except Exception as e:  # x.size(5) on a matrix: raises in eager too, so run it there
         detail = f"Tensor.{name} raised {type(e).__name__}: {e}"
         raise Unsupported("unsupported_value", detail) from e
+    if name == "size" and not const_args and not const_kwargs:
+        return _size_of(tx, t)
     if isinstance(result, torch.Size):
         return SizeVariable.of(result)
     if isinstance(result, tuple):
         return wrap_python_value(result)
+    if isinstance(result, torch.SymInt):  # x.size(0), x.numel() of a dynamic tensor
+        node = tx.output.create_node("call_method", name, (t.node, *const_args), const_kwargs)
+        return symbolic_or_constant(tx, node, result)
     return ConstantVariable(result)
+
+
+def _size_of(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:
+    """``x.shape``: constants, and a ``x.size(i)`` node for each dynamic dimension."""
+    from bytegraph.variables.containers import SizeVariable
+
+    shape = t.example.shape
+    return SizeVariable(tuple(size_item(tx, t.node, i, d) for i, d in enumerate(shape)))
 
 
 def wrap_python_value(value: Any) -> VariableTracker:
@@ -170,7 +191,11 @@ def tensor_op(
         args = [_SizeArgument(a) if _is_size(a) else a for a in args]
     graph_args, meta_args = _lower(tx, tuple(args), devices)
     graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
-    example = metadata.run(kind, target, meta_args, meta_kwargs)
+    shapes = tx.output.shapes
+    if shapes is None:
+        example = metadata.run(kind, target, meta_args, meta_kwargs)
+    else:
+        example = metadata.run_fake(shapes.fake_mode, kind, target, meta_args, meta_kwargs)
     tx.output.note_write(metadata.written_argument(kind, target, meta_args, meta_kwargs))
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
     if not devices and meta_kwargs.get("device") is None:
@@ -237,6 +262,10 @@ def _lower(
     if isinstance(value, TensorVariable):
         devices.append(value.device)
         return value.node, value.example
+    if isinstance(value, SymIntVariable):
+        return value.node, value.value
+    if isinstance(value, SymSliceVariable):
+        return value.lowered()
     if isinstance(value, VariableTracker):
         from bytegraph.variables.containers import BaseSequenceVariable
 
@@ -290,4 +319,6 @@ def _wrap_result(
         return TupleVariable(tuple(items), tuple_type=type(example))
     if example is None:
         return ConstantVariable(None)
+    if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return symbolic_or_constant(tx, node, example)
     raise Unsupported("data_dependent", f"operation returned a Python {type(example).__name__}")

@@ -279,3 +279,16 @@ def test_gpt2_labels_warning_once_deferred(monkeypatch, counting_backend) -> Non
     with torch.no_grad():
         report = bytegraph.explain(model)(**inputs)
     assert report.graph_break_count == 0, str(report)
+
+
+def test_gpt2_over_sequence_lengths_compiles_at_most_twice(counting_backend) -> None:
+    """Automatic dynamic shapes: the second length makes the sequence dimension
+    size-generic, and that entry serves every later length, equal to eager."""
+    model = gpt2().eval()
+    compiled = bytegraph.compile(model, backend=counting_backend)
+    for length in (5, 6, 9, 17, 40):
+        ids = torch.randint(0, 100, (2, length))
+        with torch.no_grad():
+            assert_same_output(compiled(input_ids=ids), model(input_ids=ids))
+    assert counting_backend.calls <= 2
+    assert len(compiled._compiled_forward.entries) <= 2

@@ -15,6 +15,7 @@ from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import ListVariable, TupleVariable
 from bytegraph.variables.dicts import DictVariable
 from bytegraph.variables.sets import SetRecipe, SetVariable, _add_each, element
+from bytegraph.variables.symbolic import SymIntVariable, SymSliceVariable
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -55,6 +56,9 @@ def BUILD_CONST_KEY_MAP(tx: Tx, inst: Instruction) -> None:
 def BUILD_SLICE(tx: Tx, inst: Instruction) -> None:
     """(start stop [step] -- slice)"""
     parts = tx.popn(inst.arg)
+    if any(isinstance(p, SymIntVariable) for p in parts):
+        tx.push(SymSliceVariable(tuple(parts)))
+        return
     if not all(p.is_python_constant() for p in parts):
         raise Unsupported("unsupported_value", "slice bounds that are not constants")
     tx.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))

@@ -1,0 +1,248 @@
+"""Dynamic shapes: symbolic sizes from a ShapeEnv, fake tensors, and the guards on them.
+
+Shapes start static: a trace sees every size as a number, and its entry's
+guard checks each size. When a dimension is *dynamic* (``dynamic=True``,
+``mark_dynamic``, or a size that changed between calls: ``DynamicDims``),
+the trace runs with a ``ShapeSession``: every tensor of that trace is a fake
+tensor of one ``FakeTensorMode`` over one ``ShapeEnv``
+(``torch.fx.experimental.symbolic_shapes``), dynamic dimensions get a symbol
+(``s0``), and metadata propagates through the fake mode, which reasons about
+symbols where meta tensors cannot. Static traces never pay for this: they
+keep the meta-tensor path (``graph/metadata.py``).
+
+What the trace decides about a symbol (``if x.size(0) > 2``, a broadcast of
+``s0`` against 1, an ``int(s0)`` for a ``range``) becomes a guard in the
+ShapeEnv; ``guard_code`` turns them, with the sizes' ranges (a dynamic size
+is at least 2: 0 and 1 specialise) and the equalities duck sizing relied on,
+into Python text over the guard function's own names
+(``2 <= x.size()[0]``, ``x.size()[0] == y.size()[0]``).
+
+Symbols reach the graph as ``x.size(i)`` nodes (``variables/symbolic.py``),
+so the graph's inputs stay tensors and any backend sees a size-generic
+program: fake example inputs carry the symbols to backends that trace again
+(``graph/backends.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from bytegraph.guards.sources import Source
+
+
+@dataclasses.dataclass
+class DynamicDims:
+    """Per compiled function: which dimensions of which arguments are dynamic.
+
+    ``automatic``: a dimension whose size changed between two compiles becomes
+    dynamic for every later one (the first compile is always static).
+    ``everything``: every dimension of every tensor argument is dynamic from
+    the first call (``dynamic=True``).
+    """
+
+    automatic: bool = True
+    everything: bool = False
+    seen: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    dims: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
+
+    def update(self, frame_values: dict[str, Any]) -> list[str]:
+        """Note this call's argument sizes; what changed (one line each, for the log)."""
+        changes = []
+        for source, value in argument_tensors(frame_values):
+            shape = tuple(value.shape)
+            before = self.seen.get(source)
+            self.seen[source] = shape
+            if not self.automatic or before is None or len(before) != len(shape):
+                continue
+            changed = {i for i, (a, b) in enumerate(zip(before, shape)) if a != b}
+            new = changed - self.dims.get(source, frozenset())
+            if new:
+                self.dims[source] = self.dims.get(source, frozenset()) | new
+                changes += [
+                    f"{source.expr()}.size({i}) changed {before[i]} -> {shape[i]}: now dynamic"
+                    for i in sorted(new)
+                ]
+        return changes
+
+    def for_call(self, frame_values: dict[str, Any]) -> dict[Source, frozenset[int]]:
+        """The dynamic dimensions of this call's tensor arguments (marks included)."""
+        result = {}
+        for source, value in argument_tensors(frame_values):
+            dims = set(self.dims.get(source, ()))
+            if self.everything:
+                dims.update(range(value.dim()))
+            dims.update(getattr(value, MARKED_DYNAMIC, ()))
+            dims.difference_update(getattr(value, MARKED_STATIC, ()))
+            if dims:
+                result[source] = frozenset(dims)
+        return result
+
+
+def argument_tensors(frame_values: dict[str, Any]) -> list[tuple[Source, torch.Tensor]]:
+    """The tensors among a call's arguments, and directly inside a tuple, list or dict
+    argument (``*args``, ``**kwargs``), each with its source."""
+    from bytegraph.guards.sources import GetItemSource, LocalSource
+
+    found = []
+    for name, value in frame_values.items():
+        source = LocalSource(name)
+        if type(value) in (torch.Tensor, torch.nn.Parameter):
+            found.append((source, value))
+        elif type(value) in (tuple, list):
+            found += [
+                (GetItemSource(source, i), v) for i, v in enumerate(value)
+                if type(v) in (torch.Tensor, torch.nn.Parameter)
+            ]
+        elif type(value) is dict:
+            found += [
+                (GetItemSource(source, k), v) for k, v in value.items()
+                if type(k) is str and type(v) in (torch.Tensor, torch.nn.Parameter)
+            ]
+    return found
+
+
+# Attributes ``mark_dynamic``/``mark_static`` set on a tensor: dimension -> (min, max).
+MARKED_DYNAMIC = "_bytegraph_dynamic_dims"
+MARKED_STATIC = "_bytegraph_static_dims"
+
+
+def mark_dynamic(t: torch.Tensor, dim: int, min: int | None = None, max: int | None = None) -> None:
+    """Compile ``t``'s dimension ``dim`` size-generic from the first call."""
+    _check_dim(t, dim, "mark_dynamic")
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"mark_dynamic: min={min} is greater than max={max}")
+    marks = dict(getattr(t, MARKED_DYNAMIC, {}))
+    marks[dim % t.dim()] = (min, max)
+    setattr(t, MARKED_DYNAMIC, marks)
+
+
+def mark_static(t: torch.Tensor, dim: int) -> None:
+    """Never make ``t``'s dimension ``dim`` dynamic, whatever sizes it takes."""
+    _check_dim(t, dim, "mark_static")
+    setattr(t, MARKED_STATIC, frozenset(getattr(t, MARKED_STATIC, ())) | {dim % t.dim()})
+
+
+def _check_dim(t: Any, dim: int, what: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what} takes a tensor, not {type(t).__name__}")
+    if not -t.dim() <= dim < t.dim():
+        raise IndexError(f"{what}: dimension {dim} out of range for a {t.dim()}-d tensor")
+
+
+class ShapeSession:
+    """The ShapeEnv and fake mode of one dynamic trace, and the inputs with symbols."""
+
+    def __init__(self, dynamic: dict[Source, frozenset[int]]) -> None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        self.dynamic = dynamic  # argument tensor's source -> its dynamic dimensions
+        self.env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.env)
+        self._symbolic: list[tuple[Any, Source]] = []
+        self._ranges: list[tuple[Source, int, int | None, int | None]] = []
+
+    def fake_input(self, real: torch.Tensor, source: Source) -> torch.Tensor:
+        """The fake tensor standing for the input ``real`` read through ``source``."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+        dims = self.dynamic.get(source, frozenset())
+        if dims and not real.is_contiguous():
+            dims = frozenset()  # strides then guard exactly; only contiguous inputs go symbolic
+        context = StatelessSymbolicContext(dynamic_sizes=[
+            DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())
+        ])
+        fake = self.fake_mode.from_tensor(
+            real, symbolic_context=context, source=_ShapeSource(source.expr())
+        )
+        if any(is_symbolic(d) for d in fake.shape):
+            self._symbolic.append((fake, source))
+            for dim, bounds in getattr(real, MARKED_DYNAMIC, {}).items():
+                self._ranges.append((source, dim, *bounds))
+        return fake
+
+    def backend_context(self) -> Any:
+        """Where a backend compiles a dynamic graph: torch's tracing context names our
+        fake mode, which is how AOTAutograd and Inductor find the ShapeEnv."""
+        from torch._guards import TracingContext, tracing
+
+        return tracing(TracingContext(self.fake_mode))
+
+    def dynamic_dims(self, fake: torch.Tensor) -> frozenset[int]:
+        return frozenset(i for i, d in enumerate(fake.shape) if is_symbolic(d))
+
+    def add_guards(self, output: Any) -> None:
+        """Once the trace (and the backend) decided everything: a dimension the ShapeEnv
+        fixed meanwhile (``s0 <= 2`` with sizes at least 2) is checked as a static size
+        by the tensor's own guard, and the relations left are SHAPE guards."""
+        from bytegraph.guards.guard import Guard, GuardKind
+
+        for fake, source in self._symbolic:
+            key = (GuardKind.TENSOR_MATCH, source)
+            guard = output.guards.get(key)
+            if guard is not None:
+                snapshot = dataclasses.replace(guard.expected, dynamic=self.dynamic_dims(fake))
+                output.guards[key] = Guard(guard.kind, source, snapshot)
+        for source, condition in self.guard_code():
+            output.add_guard(GuardKind.SHAPE, source, condition)
+
+    def guard_code(self) -> list[tuple[Source, str]]:
+        """Python conditions over the guard function's names that keep this trace valid,
+        each with the source of a tensor it reads (what keys the guard)."""
+        if not self._symbolic:
+            return []
+        fakes = [fake for fake, _ in self._symbolic]
+        sources = [_ShapeSource(source.expr()) for _, source in self._symbolic]
+        first = self._symbolic[0][1]
+        code = [(first, text) for text in self.env.produce_guards(fakes, sources)]
+        for source, dim, low, high in self._ranges:
+            if low is not None:
+                code.append((source, f"{low} <= {source.expr()}.size()[{dim}]"))
+            if high is not None:
+                code.append((source, f"{source.expr()}.size()[{dim}] <= {high}"))
+        return code
+
+
+def is_symbolic(value: Any) -> bool:
+    """A SymInt (or SymFloat/SymBool) whose value the trace does not fix: not a constant,
+    and not fixed since by the ShapeEnv (``s0 <= 2`` with ``s0 >= 2`` makes it 2)."""
+    if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return False
+    node = value.node
+    return not (node.is_constant() or node.expr.is_number)
+
+
+def _shape_source_class() -> type:
+    from torch._guards import GuardSource, Source
+
+    @dataclasses.dataclass(frozen=True)
+    class ShapeSource(Source):
+        """How the ShapeEnv names a tensor in the guard code it writes: our expression."""
+
+        text: str
+
+        @property
+        def name(self) -> str:  # torch's Source API: the expression of the value
+            return self.text
+
+        def guard_source(self) -> GuardSource:
+            return GuardSource.LOCAL
+
+        def reconstruct(self, codegen: Any) -> None:
+            raise NotImplementedError
+
+    return ShapeSource
+
+
+_ShapeSourceClass: type | None = None
+
+
+def _ShapeSource(text: str) -> Any:  # noqa: N802  (a class made on first use)
+    global _ShapeSourceClass
+    if _ShapeSourceClass is None:
+        _ShapeSourceClass = _shape_source_class()
+    return _ShapeSourceClass(text)
