@@ -22,3 +22,16 @@ reorderable_logging: bool = False
 dtypes: no tensor values) run after the graph, in program order, instead of
 breaking it. Output then comes after the graph's work, and a log record's caller
 is the compiled code. Off: each such call is a graph break, as in eager order."""
+
+capture_scalar_outputs: bool = False
+"""Keep ``Tensor.item()`` inside the graph: its result is a symbolic value the
+data decides (an unbacked symbol of the trace's ShapeEnv) that flows on into
+tensor ops and arithmetic; only what needs its Python value (a branch on it,
+``range`` of it) breaks the graph there. On, every trace runs on fake tensors
+(``graph/shapes.py``), which costs trace time. Off: ``.item()`` is a graph break."""
+
+capture_dynamic_output_shape_ops: bool = False
+"""Keep ops whose output size depends on the data inside the graph (``nonzero``,
+``x[mask]`` with a boolean mask, ``unique``, ``masked_select``): the size is an
+unbacked symbol of the trace's ShapeEnv. On, every trace runs on fake tensors
+(``graph/shapes.py``), which costs trace time. Off: each such op is a graph break."""

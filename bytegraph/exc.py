@@ -43,8 +43,11 @@ BREAK_KINDS: dict[str, BreakKind] = {
         ),
         BreakKind(
             "data_dependent",
-            "Python control flow or a Python value depends on a tensor's contents",
-            "keep the decision in tensor form (torch.where) or accept the break",
+            "Python control flow, a Python value or an output size depends on a tensor's "
+            "contents",
+            "keep the decision in tensor form (torch.where); for Tensor.item() and ops such "
+            "as nonzero, the switch the message names (bytegraph.config.capture_scalar_outputs"
+            ", capture_dynamic_output_shape_ops) keeps them in the graph; or accept the break",
         ),
         BreakKind(
             "unsupported_value",

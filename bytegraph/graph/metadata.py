@@ -15,7 +15,9 @@ and is used only for ops measured slow on their first run; model code
 repeats the same ops on the same shapes layer after layer. What meta gets
 wrong, and how it is covered: the device (tracked beside, by the rules in
 ``result_device``); ops without a meta kernel and data-dependent output shapes
-(they raise, and the trace breaks there); aliasing between memoized outputs
+(they raise, and the trace breaks there; a failure runs again on fake tensors to
+tell a data-dependent op, ``nonzero`` or ``.item()``, whose break names the
+config switch that would capture it); aliasing between memoized outputs
 and their inputs (a memo hit returns a fresh tensor, so neither ops that
 mutate nor ops whose results are views are memoized: an in-place op on a view
 must reach its base, e.g. to make the base require grad).
@@ -138,7 +140,10 @@ def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) 
     _refuse_mixed_dtypes(kind, target, args, kwargs)
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    from torch.fx.experimental.symbolic_shapes import (
+        compute_unbacked_bindings,
+        free_unbacked_symbols,
+    )
 
     name = getattr(target, "__name__", target)
     try:
@@ -147,12 +152,76 @@ def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) 
     except Unsupported:
         raise
     except Exception as e:  # the op failed, has no fake kernel, or its shape needs data
+        reason = data_dependent_reason(name, e)
+        if reason is not None:
+            raise Unsupported("data_dependent", reason) from e
         raise Unsupported(
             "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e
-    if free_unbacked_symbols(result):  # a size or value only the data decides
+    env = fake_mode.shape_env
+    captures = env.allow_scalar_outputs or env.allow_dynamic_output_shape_ops
+    if not captures and free_unbacked_symbols(result):  # a size or value the data decides
         raise Unsupported("data_dependent", f"{name} gives a result the tensor's data decides")
+    if env.pending_fresh_unbacked_symbols:
+        # The symbols this op made are bound to its result: left pending, a backend's
+        # own trace on this ShapeEnv (AOTAutograd) would take them for its own.
+        compute_unbacked_bindings(env, result)
     return result
+
+
+def data_dependent_reason(name: str, error: BaseException) -> str | None:
+    """Why an op failed if it needs the tensor's values (the fake mode refused it, or a
+    decision needs a value only the data fixes), naming the switch that would keep it
+    in the graph; None for any other failure."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    if isinstance(error, DynamicOutputShapeException):
+        return (
+            f"{name} makes a tensor whose size depends on the tensor's values "
+            f"({error.args[0] if error.args else 'a dynamic output shape'}); set "
+            "bytegraph.config.capture_dynamic_output_shape_ops = True to keep it in the graph"
+        )
+    if isinstance(error, DataDependentOutputException):
+        return (
+            f"{name} reads a tensor's value into Python; set "
+            "bytegraph.config.capture_scalar_outputs = True to keep it in the graph"
+        )
+    if isinstance(error, GuardOnDataDependentSymNode):
+        return f"{name} needs to decide on a value only the tensor's data fixes"
+    return None
+
+
+def _diagnose_on_fake(kind: str, target: Any, args: tuple, kwargs: dict) -> str | None:
+    """The data-dependent reason an op that failed on meta tensors fails for, found by
+    running it again on fake tensors that refuse data-dependent results (a failure
+    path only: it costs a fake mode and a copy of the arguments)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+    fake_mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    try:
+        args, kwargs = _map_tensors(fake_mode.from_tensor, (args, kwargs))
+        fn: Callable = getattr(args[0], target) if kind == "call_method" else target
+        with fake_mode:
+            fn(*(args[1:] if kind == "call_method" else args), **kwargs)
+    except Exception as e:  # noqa: BLE001  (only a data-dependent failure is of interest)
+        return data_dependent_reason(getattr(target, "__name__", target), e)
+    return None
+
+
+def _map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(fn, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(fn, v) for k, v in value.items()}
+    return value
 
 
 _MEMO_THRESHOLD_SECONDS = 30e-6
@@ -221,8 +290,11 @@ def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
             return fn(*call_args, **kwargs)
     except Unsupported:
         raise
-    except Exception as e:  # the op itself failed or has no meta kernel
+    except Exception as e:  # the op itself failed, has no meta kernel, or needs data
         name = getattr(target, "__name__", target)
+        reason = _diagnose_on_fake(kind, target, args, kwargs)
+        if reason is not None:
+            raise Unsupported("data_dependent", reason) from e
         raise Unsupported(
             "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e

@@ -8,7 +8,10 @@ tensor of one ``FakeTensorMode`` over one ``ShapeEnv``
 (``torch.fx.experimental.symbolic_shapes``), dynamic dimensions get a symbol
 (``s0``), and metadata propagates through the fake mode, which reasons about
 symbols where meta tensors cannot. Static traces never pay for this: they
-keep the meta-tensor path (``graph/metadata.py``).
+keep the meta-tensor path (``graph/metadata.py``). With
+``config.capture_scalar_outputs`` or ``config.capture_dynamic_output_shape_ops``
+on, every trace has a session: ``t.item()`` and the size of ``x.nonzero()``
+are unbacked symbols of its ShapeEnv (``variables/symbolic.py``).
 
 What the trace decides about a symbol (``if x.size(0) > 2``, a broadcast of
 ``s0`` against 1, an ``int(s0)`` for a ``range``) becomes a guard in the
@@ -29,6 +32,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from bytegraph import config
 
 if TYPE_CHECKING:
     from bytegraph.guards.sources import Source
@@ -141,10 +146,20 @@ class ShapeSession:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         self.dynamic = dynamic  # argument tensor's source -> its dynamic dimensions
-        self.env = ShapeEnv()
+        self.env = ShapeEnv(  # data-dependent values: only where a switch lets them in
+            allow_scalar_outputs=config.capture_scalar_outputs,
+            allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+        )
         self.fake_mode = FakeTensorMode(shape_env=self.env)
         self._symbolic: list[tuple[Any, Source]] = []
         self._ranges: list[tuple[Source, int, int | None, int | None]] = []
+
+    @staticmethod
+    def captures_data() -> bool:
+        """Whether every trace needs a session, static sizes or not: the values and
+        sizes the data decides live in a ShapeEnv (``config.capture_scalar_outputs``,
+        ``config.capture_dynamic_output_shape_ops``)."""
+        return config.capture_scalar_outputs or config.capture_dynamic_output_shape_ops
 
     def fake_input(self, real: torch.Tensor, source: Source) -> torch.Tensor:
         """The fake tensor standing for the input ``real`` read through ``source``."""

@@ -134,7 +134,7 @@ def _translator(
     **break_point: Any,
 ) -> InstructionTranslator:
     output = OutputGraph()
-    if dynamic:
+    if dynamic or ShapeSession.captures_data():
         output.shapes = ShapeSession(dynamic)
     cells = {
         name: output.cell_for(cell, ClosureCellSource(name))

@@ -43,8 +43,10 @@ class ConstantVariable(PythonValueVariable):
         # A size of a dynamic trace taken as a constant is one: its value, guarded
         # by the ShapeEnv (a specialisation), never the symbol itself.
         if type(self.value) in _SYMBOLIC_TYPES:
+            from bytegraph.variables.symbolic import decide  # a break for an unbacked one
+
             kind = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
-            object.__setattr__(self, "value", kind[type(self.value)](self.value))
+            object.__setattr__(self, "value", decide(kind[type(self.value)], self.value))
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.value)

@@ -9,6 +9,15 @@ value decides it through the ShapeEnv, which records the decision as a guard:
 * a comparison or ``bool()`` (``if x.size(0) > 2``) is a guard on the relation;
 * a constant (``range(n)``, a dict key, a ``print``) specialises: a guard
   that the size equals the value seen, so that entry serves that size only.
+
+Values the data decides (``config.capture_scalar_outputs``: ``t.item()``;
+``config.capture_dynamic_output_shape_ops``: the size of ``x.nonzero()``) are
+*unbacked* symbols: the ShapeEnv knows no value for them, so nothing can be
+decided about them at trace time. They flow on as SymIntVariable,
+SymFloatVariable (``t.item()`` of a float tensor) or SymBoolVariable (a
+comparison of one) into arithmetic and tensor ops; what needs their Python
+value (a branch, ``range``, a constant) is a ``data_dependent`` graph break
+there, where the real value is known.
 """
 
 from __future__ import annotations
@@ -50,13 +59,44 @@ class SymIntVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         """Specialise: the value seen, guarded to stay the same."""
-        return int(self.value)
+        return decide(self.python_type(), self.value)
 
     def truth(self, tx: Tx) -> bool:
-        return bool(self.value)
+        return decide(bool, self.value)
 
     def __repr__(self) -> str:
-        return f"SymIntVariable({self.value})"
+        return f"{type(self).__name__}({self.value})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SymFloatVariable(SymIntVariable):
+    """A float the data decides (``t.item()`` of a float tensor): an unbacked SymFloat."""
+
+    def python_type(self) -> type:
+        return float
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SymBoolVariable(SymIntVariable):
+    """A comparison of a value the data decides (``t.item() > 0``): an unbacked SymBool."""
+
+    def python_type(self) -> type:
+        return bool
+
+
+def decide(kind: type, value: Any) -> Any:
+    """``kind(value)`` of a symbolic value: a guard in the ShapeEnv for a backed one, a
+    ``data_dependent`` break for one only the data decides (an unbacked symbol)."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    try:
+        return kind(value)
+    except GuardOnDataDependentSymNode as e:
+        raise Unsupported(
+            "data_dependent",
+            f"Python needs the value of {value}, which only the tensor's data decides "
+            "(Tensor.item(), or the size of nonzero/x[mask]...)",
+        ) from e
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -93,17 +133,28 @@ def symbolic_or_constant(tx: Tx, node: torch.fx.Node, value: Any) -> VariableTra
 
     if isinstance(value, torch.SymInt) and is_symbolic(value):
         return SymIntVariable(node, value)
+    if isinstance(value, (torch.SymFloat, torch.SymBool)) and _unbacked(value):
+        cls = SymFloatVariable if isinstance(value, torch.SymFloat) else SymBoolVariable
+        return cls(node, value)
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return ConstantVariable(_concrete(value))
     return ConstantVariable(value)
 
 
+def _unbacked(value: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(value))
+
+
 def _concrete(value: Any) -> Any:
+    if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value  # a relation the ShapeEnv decided without a guard
     if isinstance(value, torch.SymBool):
-        return bool(value)
+        return decide(bool, value)
     if isinstance(value, torch.SymFloat):
-        return float(value)
-    return int(value)
+        return decide(float, value)
+    return decide(int, value)
 
 
 def size_item(tx: Tx, tensor_node: torch.fx.Node, dim: int, value: Any) -> VariableTracker:
@@ -120,16 +171,18 @@ def binary_op(tx: Tx, op: Any, left: VariableTracker, right: VariableTracker) ->
     """``left op right`` with at least one SymIntVariable operand."""
     args = [_operand(v) for v in (left, right)]
     values = [a[1] for a in args]
-    if op in COMPARISONS:
-        return ConstantVariable(bool(op(*values)))  # a guard on the relation
-    if op not in ARITHMETIC:
+    if op not in ARITHMETIC and op not in COMPARISONS:
         raise Unsupported("unsupported_value", f"{op.__name__} of a symbolic size")
     try:
         result = op(*values)
     except Exception as e:  # noqa: BLE001  (ZeroDivisionError...: decide it in Python)
         raise Unsupported("unsupported_value", f"{op.__name__} of a symbolic size: {e}") from e
-    if op is operator.truediv:  # a float: decide it (rare in shape code)
-        return ConstantVariable(_concrete(result))
+    if not _unbacked(result):
+        if op in COMPARISONS:
+            return ConstantVariable(_concrete(result))  # a guard on the relation
+        if op is operator.truediv:  # a float: decide it (rare in shape code)
+            return ConstantVariable(_concrete(result))
+    # Arithmetic stays symbolic; so does anything about a value the data decides.
     node = tx.output.create_node("call_function", op, tuple(a[0] for a in args), {})
     return symbolic_or_constant(tx, node, result)
 
@@ -160,12 +213,14 @@ def operation(
         if fn is operator.neg:
             node = tx.output.create_node("call_function", operator.neg, (arg.node,), {})
             return symbolic_or_constant(tx, node, -arg.value)
-        if fn in (int, operator.index, operator.pos):
+        if fn is arg.python_type() or (fn in (operator.index, operator.pos) and (
+            type(arg) is SymIntVariable
+        )):
             return arg
         if fn in (bool, operator.truth):
-            return ConstantVariable(bool(arg.value))
+            return ConstantVariable(decide(bool, arg.value))
         if fn is operator.not_:
-            return ConstantVariable(not arg.value)
+            return ConstantVariable(not decide(bool, arg.value))
     return None
 
 

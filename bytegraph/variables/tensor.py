@@ -80,6 +80,8 @@ class TensorVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        if name == "item" and not args and not kwargs:
+            return _item(tx, self)
         if name in _UNSUPPORTED_METHODS:
             raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
         folded = _fold_method(tx, self, name, args, kwargs)
@@ -99,9 +101,21 @@ class TensorVariable(VariableTracker):
         return f"TensorVariable({self.node.name}, {self.dtype}, {list(self.shape)}, {self.device})"
 
 
+def _item(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:
+    """``t.item()``: in a trace whose ShapeEnv allows scalar outputs
+    (``config.capture_scalar_outputs``), a node whose value is an unbacked symbol."""
+    if tx.output.shapes is None:  # a static trace: the switch is off
+        raise Unsupported(
+            "data_dependent",
+            "Tensor.item() reads the tensor's value into Python; set "
+            "bytegraph.config.capture_scalar_outputs = True to keep it in the graph",
+        )
+    return tensor_op(tx, "call_method", "item", [t], {})
+
+
 _GRAPH_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 _UNSUPPORTED_METHODS = frozenset({
-    "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad",
+    "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad",
     "storage", "untyped_storage", "set_", "requires_grad_", "apply_", "map_", "map2_",
     "share_memory_", "record_stream", "__bool__", "__index__", "__int__", "__float__",
 })
