@@ -109,7 +109,10 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
             )
         entry = self.decoded.handler_for(inst.index)
         if entry is None:
-            self.uncaught(error)
+            try:
+                self.uncaught(error)
+            finally:
+                del error  # see uncaught
             return
         del self.stack[entry.depth:]
         if entry.lasti:
@@ -120,7 +123,14 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
     def uncaught(self, error: ObservedRaise) -> None:
         """The exception leaves this frame (an inlined frame's caller handles it)."""
         error.vetted = None
-        raise error
+        try:
+            raise error
+        finally:
+            # No cycle through this frame's locals: the traceback's frames reach, through
+            # f_back, the user frame whose call this trace compiles (a call routed from
+            # code run as Python), which would then live until the cyclic collector runs
+            # (a generator local's finally late).
+            del error
 
     def run(self) -> None:
         try:

@@ -533,3 +533,38 @@ def test_break_reasons_keep_no_user_frames_alive(capsys) -> None:
     actual = compiled(x, torch.ones(2), compiled_log)
     assert_same_value(actual, expected)
     assert compiled_log == eager_log == ["closed", "closed"]
+
+
+class CodedError(Exception):
+    def __init__(self, code, note="bad"):
+        super().__init__(code, note)
+        self.code = code
+
+
+def must_small(v):
+    if v > 3:
+        raise CodedError(v, "big")
+    return v
+
+
+def via_two(v):
+    return must_small(v) + 1
+
+
+def generator_paused_when_a_routed_call_raises(x, lst, log):  # seed 22, index 659
+    gen = closing(x, log)  # paused inside its try: the frame runs as Python
+    x = x + next(gen)
+    return x + via_two(sum(lst))  # a call routed through bytegraph, traced raising
+
+
+def test_a_raise_traced_through_frames_makes_no_cycle_with_the_callers_frame() -> None:
+    """The traced raise leaves no reference cycle through the translator's frames, whose
+    f_back reaches the frame running as Python: its generator closes with the call."""
+    x = torch.randn(3)
+    eager_log, compiled_log = [], []
+    expected = outcome(generator_paused_when_a_routed_call_raises, x, [5], eager_log)
+    compiled = bytegraph.compile(generator_paused_when_a_routed_call_raises, backend="eager")
+    actual = outcome(compiled, x, [5], compiled_log)
+    assert expected == ("CodedError", "(5, 'big')")
+    assert_same_value(actual, expected)
+    assert compiled_log == eager_log == ["closed"]
