@@ -125,6 +125,7 @@ class CompiledFunction:
             self._give_up(args, kwargs)
             return self.fn
         changes = self.dynamic_dims.update(frame_values)
+        changes += self.dynamic_dims.update_inputs(frame_values)
         if self.entries and logs.enabled("recompiles"):
             failed = self.entries[0].guard.explain_failure(args, kwargs)
             decided = "".join(f"; {change}" for change in changes)
@@ -145,6 +146,7 @@ class CompiledFunction:
             self._internal_error(error)
             return self.fn
         entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
+        self.dynamic_dims.note_inputs(entry.tensor_inputs)
         self.entries.insert(0, entry)
         self._checks = ((entry.guard.check, entry.run), *self._checks)
         return entry.run

@@ -53,6 +53,9 @@ class DynamicDims:
     everything: bool = False
     seen: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     dims: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
+    # Tensors the graphs read through an argument object (a KV cache's
+    # ``cache.layers[0].keys``): their sizes at the last compile (``note_inputs``).
+    inputs: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     def update(self, frame_values: dict[str, Any]) -> list[str]:
         """Note this call's argument sizes; what changed (one line each, for the log)."""
@@ -73,6 +76,35 @@ class DynamicDims:
                 ]
         return changes
 
+    def note_inputs(self, tensor_inputs: tuple[tuple[Source, tuple[int, ...]], ...]) -> None:
+        """Remember the sizes of a new entry's tensor inputs that are no arguments."""
+        from bytegraph.guards.sources import ChildSource
+
+        arguments = {s for s in self.seen}
+        for source, shape in tensor_inputs:
+            if isinstance(source, ChildSource) and source not in arguments:
+                self.inputs[source] = shape
+
+    def update_inputs(self, frame_values: dict[str, Any]) -> list[str]:
+        """Like ``update``, for the tensors earlier graphs read through an argument
+        object: a size that changed makes that dimension dynamic for them."""
+        changes = []
+        if not self.automatic:
+            return changes
+        for source, before in self.inputs.items():
+            value = read_source(source, frame_values)
+            if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.dim() != len(before):
+                continue
+            changed = {i for i, (a, b) in enumerate(zip(before, value.shape)) if a != b}
+            new = changed - self.dims.get(source, frozenset())
+            if new:
+                self.dims[source] = self.dims.get(source, frozenset()) | new
+                changes += [
+                    f"{source.expr()}.size({i}) changed {before[i]} -> {value.shape[i]}: "
+                    "now dynamic" for i in sorted(new)
+                ]
+        return changes
+
     def for_call(self, frame_values: dict[str, Any]) -> dict[Source, frozenset[int]]:
         """The dynamic dimensions of this call's tensor arguments (marks included)."""
         result = {}
@@ -84,7 +116,31 @@ class DynamicDims:
             dims.difference_update(getattr(value, MARKED_STATIC, ()))
             if dims:
                 result[source] = frozenset(dims)
+        result.update((s, d) for s, d in self.dims.items() if s in self.inputs)
         return result
+
+
+def read_source(source: Source, frame_values: dict[str, Any]) -> Any:
+    """The value ``source`` reads in a call with these arguments (attributes and items of
+    an argument), or ``_UNREADABLE``."""
+    from bytegraph.guards.sources import AttrSource, GetItemSource, LocalSource
+
+    if isinstance(source, LocalSource):
+        return frame_values.get(source.name, _UNREADABLE)
+    if not isinstance(source, (AttrSource, GetItemSource)):
+        return _UNREADABLE
+    base = read_source(source.base, frame_values)
+    if base is _UNREADABLE:
+        return _UNREADABLE
+    try:
+        return getattr(base, source.attr) if isinstance(source, AttrSource) else (
+            base[source.index]
+        )
+    except Exception:  # noqa: BLE001  (the object changed: nothing to compare)
+        return _UNREADABLE
+
+
+_UNREADABLE = object()
 
 
 def argument_tensors(frame_values: dict[str, Any]) -> list[tuple[Source, torch.Tensor]]:

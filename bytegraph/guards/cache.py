@@ -26,3 +26,6 @@ class CacheEntry:
     graphs: tuple[torch.fx.GraphModule, ...] = ()
     breaks: tuple[Exception, ...] = ()
     compile_seconds: float = 0.0  # tracing, backend and codegen of this entry
+    # The sizes of the graph's tensor inputs by source (``cache.layers[0].keys``
+    # included): automatic dynamic shapes compare them with a later call's.
+    tensor_inputs: tuple[tuple[Any, tuple[int, ...]], ...] = ()

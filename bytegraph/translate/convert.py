@@ -29,6 +29,7 @@ from bytegraph.graph.rerun import OnGraphError
 from bytegraph.graph.shapes import ShapeSession
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
+from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
 from bytegraph.translate.regions import call_region, loop_region
 from bytegraph.translate.resume import FrameContext, emit_break, live_roots, received_cells
@@ -250,7 +251,11 @@ def _entry(
     guard = build_guard_function(list(output.guards.values()), fn, output.uses_default_device)
     if logs.enabled("guards"):
         logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)
-    return CacheEntry(guard, run, graphs, _detached(breaks))
+    tensor_inputs = tuple(
+        (g.source, g.expected.shape) for g in output.guards.values()
+        if g.kind is GuardKind.TENSOR_MATCH
+    )
+    return CacheEntry(guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs)
 
 
 def _detached(breaks: tuple[Unsupported, ...]) -> tuple[Unsupported, ...]:

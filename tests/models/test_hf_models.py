@@ -292,3 +292,32 @@ def test_gpt2_over_sequence_lengths_compiles_at_most_twice(counting_backend) -> 
             assert_same_output(compiled(input_ids=ids), model(input_ids=ids))
     assert counting_backend.calls <= 2
     assert len(compiled._compiled_forward.entries) <= 2
+
+
+def greedy_decode(model, ids, steps):
+    """Prefill, then ``steps`` decode steps, each calling ``model`` with the newest token
+    and the cache (``past_key_values``, ``use_cache=True``); every step's logits."""
+    logits, past, token = [], None, ids
+    with torch.no_grad():
+        for _ in range(steps + 1):
+            out = model(input_ids=token, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits.append(out.logits[:, -1])
+            token = out.logits[:, -1].argmax(-1, keepdim=True)
+    return logits
+
+
+def test_gpt2_kv_cache_decode_loop_compiles_at_most_twice(counting_backend) -> None:
+    """The cache grows by one position a step: its tensors are read through the cache
+    object (``past_key_values.layers[0].keys``), and the second length makes their
+    sequence dimension dynamic like an argument's, so the loop compiles twice."""
+    model = gpt2().eval()
+    compiled = bytegraph.compile(model, backend=counting_backend)
+    ids = torch.randint(0, 100, (2, 5))
+    greedy_decode(compiled, ids, 0)  # the prefill: no cache yet, an entry of its own
+    prefill, prefill_graphs = len(compiled._compiled_forward.entries), counting_backend.calls
+    got, want = greedy_decode(compiled, ids, 20), greedy_decode(model, ids, 20)
+    for step, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g, w, msg=lambda m, step=step: f"step {step}: {m}")
+    assert len(compiled._compiled_forward.entries) - prefill <= 2
+    assert counting_backend.calls - prefill_graphs <= 2
