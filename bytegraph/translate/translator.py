@@ -96,6 +96,10 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         try:
             self.dispatch_table[inst.opcode](self, inst)
         except ObservedRaise as error:
+            # Its traceback is of no use, and it would keep the translator's frames alive,
+            # cycles included (a frame holding the exception in a local, generators.py's
+            # ``left``), and through their f_back the user frame that routed this call.
+            error.__traceback__ = None
             self.handle_raise(error)
         return self.instruction_pointer is not None
 
@@ -109,10 +113,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
             )
         entry = self.decoded.handler_for(inst.index)
         if entry is None:
-            try:
-                self.uncaught(error)
-            finally:
-                del error  # see uncaught
+            self.uncaught(error)
             return
         del self.stack[entry.depth:]
         if entry.lasti:
@@ -123,14 +124,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
     def uncaught(self, error: ObservedRaise) -> None:
         """The exception leaves this frame (an inlined frame's caller handles it)."""
         error.vetted = None
-        try:
-            raise error
-        finally:
-            # No cycle through this frame's locals: the traceback's frames reach, through
-            # f_back, the user frame whose call this trace compiles (a call routed from
-            # code run as Python), which would then live until the cyclic collector runs
-            # (a generator local's finally late).
-            del error
+        raise error
 
     def run(self) -> None:
         try:

@@ -8,6 +8,7 @@ message, compiled.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any
 
@@ -557,14 +558,36 @@ def generator_paused_when_a_routed_call_raises(x, lst, log):  # seed 22, index 6
     return x + via_two(sum(lst))  # a call routed through bytegraph, traced raising
 
 
-def test_a_raise_traced_through_frames_makes_no_cycle_with_the_callers_frame() -> None:
-    """The traced raise leaves no reference cycle through the translator's frames, whose
-    f_back reaches the frame running as Python: its generator closes with the call."""
+@contextlib.contextmanager
+def swallowing(*kinds):
+    try:
+        yield len(kinds)
+    except kinds:
+        pass
+
+
+def raises_through_a_manager(x):
+    with swallowing(KeyError):
+        raise ValueError(1) from KeyError("k")
+
+
+def generator_paused_when_a_manager_passes_a_raise(x, lst, log):  # seed 23, index 309
+    gen = closing(x, log)
+    x = x + next(gen)
+    return raises_through_a_manager(x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [generator_paused_when_a_routed_call_raises, generator_paused_when_a_manager_passes_a_raise],
+)
+def test_a_traced_raise_keeps_no_frame_of_the_caller_alive(fn) -> None:
+    """Each step drops the traceback of the raise it handles, so frames that held it in a
+    local (a generator's frame being left) make no cycle with the frame that routed the call."""
     x = torch.randn(3)
     eager_log, compiled_log = [], []
-    expected = outcome(generator_paused_when_a_routed_call_raises, x, [5], eager_log)
-    compiled = bytegraph.compile(generator_paused_when_a_routed_call_raises, backend="eager")
-    actual = outcome(compiled, x, [5], compiled_log)
-    assert expected == ("CodedError", "(5, 'big')")
+    expected = outcome(fn, x, [5], eager_log)
+    actual = outcome(bytegraph.compile(fn, backend="eager"), x, [5], compiled_log)
+    assert expected[0] in ("CodedError", "ValueError")
     assert_same_value(actual, expected)
     assert compiled_log == eager_log == ["closed"]
