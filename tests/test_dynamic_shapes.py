@@ -175,3 +175,20 @@ def test_training_with_varying_batch_sizes_under_aot_eager(differential) -> None
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w)
     assert len(compiled._compiled_forward.entries) == 2
+
+
+def scaled_prefix(x, n):
+    y = x * n + n
+    return y[:n], n * 2
+
+
+def test_an_int_argument_that_changes_becomes_symbolic(differential, counting_backend) -> None:
+    compiled = differential.compile(scaled_prefix)
+    for n in (2, 3, 4, 5):
+        differential.check(scaled_prefix, compiled, (torch.randn(6), n))
+    assert counting_backend.calls == 2  # n == 2, then one entry for every n in 2..6
+    guard = str(compiled.entries[0].guard)
+    assert "type(n) is int" in guard and "2 <= n" in guard
+    for n in (1, 0, 9):  # 0 and 1 specialise; 9 is past the slice's bound
+        differential.check(scaled_prefix, compiled, (torch.randn(6), n))
+    differential.check(scaled_prefix, compiled, (torch.randn(6), True))  # a bool is no int

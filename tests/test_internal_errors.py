@@ -183,7 +183,7 @@ def test_threads_never_outgrow_the_recompile_limit(fn) -> None:
     """Eight threads, changing shapes and ints: one lock keeps every cache consistent."""
     compiled = bytegraph.compile(fn, backend="eager")
     run_threads(compiled, fn)
-    assert len(compiled.entries) == bytegraph.config.recompile_limit
+    assert 1 < len(compiled.entries) <= bytegraph.config.recompile_limit
     for resume in compiled.resume_cache.values():
         assert len(resume.entries) <= bytegraph.config.recompile_limit
 
@@ -193,4 +193,4 @@ def test_threads_share_a_compiled_module() -> None:
     compiled = bytegraph.compile(module, backend="eager")
     with torch.no_grad():
         run_threads(compiled, module)
-    assert len(compiled._compiled_forward.entries) == bytegraph.config.recompile_limit
+    assert 1 < len(compiled._compiled_forward.entries) <= bytegraph.config.recompile_limit

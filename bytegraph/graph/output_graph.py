@@ -97,10 +97,14 @@ class OutputGraph:
         guard = Guard(kind, source, expected)
         self.guards.setdefault(guard.key, guard)
 
-    def add_input(self, source: Source, example: Any, meta: Any = None) -> torch.fx.Node:
-        """A placeholder for ``example``; ``meta`` is the meta tensor standing for it."""
+    def add_input(
+        self, source: Source, example: Any, meta: Any = None, fake: Any = None
+    ) -> torch.fx.Node:
+        """A placeholder for ``example``; ``meta`` is the meta tensor standing for it, and
+        ``fake`` what a dynamic trace's backend gets (a symbolic int's SymInt)."""
         node = self.tracer.create_placeholder(_placeholder_name(source))
-        fake = meta if self.shapes is not None else None
+        if fake is None and self.shapes is not None:
+            fake = meta
         self.inputs.append(GraphInput(source, node, example, fake))
         if meta is not None:
             self._input_bases.add(id(base_of(meta)))
@@ -115,7 +119,11 @@ class OutputGraph:
         return self.tracer.create_node(kind, target, args, kwargs)
 
     def count_calls(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
+        """The graph's operations, size arithmetic aside (variables/symbolic.py)."""
+        return sum(
+            1 for n in self.graph.nodes
+            if n.op in ("call_function", "call_method") and "bytegraph_size_math" not in n.meta
+        )
 
     def grad_mode_switches(self) -> list[bool]:
         """The modes the graph's ``torch._C._set_grad_enabled`` nodes switch to, in order."""

@@ -56,10 +56,18 @@ class DynamicDims:
     # Tensors the graphs read through an argument object (a KV cache's
     # ``cache.layers[0].keys``): their sizes at the last compile (``note_inputs``).
     inputs: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    seen_ints: dict[Source, int] = dataclasses.field(default_factory=dict)
+    ints: set[Source] = dataclasses.field(default_factory=set)
 
     def update(self, frame_values: dict[str, Any]) -> list[str]:
         """Note this call's argument sizes; what changed (one line each, for the log)."""
         changes = []
+        for source, number in argument_ints(frame_values):
+            before = self.seen_ints.get(source)
+            self.seen_ints[source] = number
+            if self.automatic and before not in (None, number) and source not in self.ints:
+                self.ints.add(source)
+                changes.append(f"{source.expr()} changed {before} -> {number}: now dynamic")
         for source, value in argument_tensors(frame_values):
             shape = tuple(value.shape)
             before = self.seen.get(source)
@@ -105,8 +113,9 @@ class DynamicDims:
                 ]
         return changes
 
-    def for_call(self, frame_values: dict[str, Any]) -> dict[Source, frozenset[int]]:
-        """The dynamic dimensions of this call's tensor arguments (marks included)."""
+    def for_call(self, frame_values: dict[str, Any]) -> DynamicSpec:
+        """The dynamic dimensions of this call's tensor arguments (marks included), and
+        its int arguments that are symbolic."""
         result = {}
         for source, value in argument_tensors(frame_values):
             dims = set(self.dims.get(source, ()))
@@ -117,7 +126,26 @@ class DynamicDims:
             if dims:
                 result[source] = frozenset(dims)
         result.update((s, d) for s, d in self.dims.items() if s in self.inputs)
-        return result
+        ints = {s for s, _ in argument_ints(frame_values)} if self.everything else self.ints
+        return DynamicSpec(result, frozenset(ints))
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicSpec:
+    """What one trace makes symbolic: tensor dimensions by source, and int arguments."""
+
+    tensors: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
+    ints: frozenset[Source] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors or self.ints)
+
+
+def argument_ints(frame_values: dict[str, Any]) -> list[tuple[Source, int]]:
+    """The int arguments of a call (bools excluded), each with its source."""
+    from bytegraph.guards.sources import LocalSource
+
+    return [(LocalSource(n), v) for n, v in frame_values.items() if type(v) is int]
 
 
 def read_source(source: Source, frame_values: dict[str, Any]) -> Any:
@@ -197,11 +225,12 @@ def _check_dim(t: Any, dim: int, what: str) -> None:
 class ShapeSession:
     """The ShapeEnv and fake mode of one dynamic trace, and the inputs with symbols."""
 
-    def __init__(self, dynamic: dict[Source, frozenset[int]]) -> None:
+    def __init__(self, dynamic: DynamicSpec) -> None:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        self.dynamic = dynamic  # argument tensor's source -> its dynamic dimensions
+        self.dynamic = dynamic.tensors  # argument tensor's source -> its dynamic dimensions
+        self.ints = dynamic.ints  # int arguments that are symbolic
         self.env = ShapeEnv(  # data-dependent values: only where a switch lets them in
             allow_scalar_outputs=config.capture_scalar_outputs,
             allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
@@ -236,6 +265,17 @@ class ShapeSession:
                 self._ranges.append((source, dim, *bounds))
         return fake
 
+    def symbolic_int(self, value: int, source: Source) -> Any:
+        """A SymInt for the int argument ``value`` (0 and 1 stay constants, as sizes do)."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+        shape_source = _ShapeSource(source.expr())
+        symbol = self.env.create_symbol(value, shape_source, dynamic_dim=DimDynamic.DYNAMIC)
+        number = self.env.create_symintnode(symbol, hint=value, source=shape_source)
+        if is_symbolic(number):
+            self._symbolic.append((number, source))
+        return number
+
     def backend_context(self) -> Any:
         """Where a backend compiles a dynamic graph: torch's tracing context names our
         fake mode, which is how AOTAutograd and Inductor find the ShapeEnv."""
@@ -255,7 +295,7 @@ class ShapeSession:
         for fake, source in self._symbolic:
             key = (GuardKind.TENSOR_MATCH, source)
             guard = output.guards.get(key)
-            if guard is not None:
+            if guard is not None and isinstance(fake, torch.Tensor):
                 snapshot = dataclasses.replace(guard.expected, dynamic=self.dynamic_dims(fake))
                 output.guards[key] = Guard(guard.kind, source, snapshot)
         for source, condition in self.guard_code():

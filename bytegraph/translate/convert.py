@@ -26,7 +26,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.graph.rerun import OnGraphError
-from bytegraph.graph.shapes import ShapeSession
+from bytegraph.graph.shapes import DynamicSpec, ShapeSession
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.guard import GuardKind
@@ -53,12 +53,12 @@ def convert_frame(
     frame_values: dict[str, Any],
     backend: Backend,
     fullgraph: bool,
-    dynamic: dict[Any, frozenset[int]] | None = None,
+    dynamic: DynamicSpec | None = None,
 ) -> CacheEntry:
     """A cache entry for a call of ``ctx.fn`` whose arguments bound to ``frame_values``;
     ``dynamic``: the dimensions of tensor arguments to trace size-generic."""
     fn = ctx.fn
-    dynamic = dynamic or {}
+    dynamic = dynamic or DynamicSpec()
     tx = _translator(fn, frame_values, dynamic)
     try:
         _run(tx)
@@ -78,7 +78,7 @@ def _translate_with_break(
     frame_values: dict[str, Any],
     backend: Backend,
     reason: Unsupported,
-    dynamic: dict[Any, frozenset[int]],
+    dynamic: DynamicSpec,
 ) -> CacheEntry:
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
@@ -131,7 +131,7 @@ def _run(tx: InstructionTranslator) -> None:
 def _translator(
     fn: types.FunctionType,
     frame_values: dict[str, Any],
-    dynamic: dict[Any, frozenset[int]],
+    dynamic: DynamicSpec,
     **break_point: Any,
 ) -> InstructionTranslator:
     output = OutputGraph()
@@ -163,6 +163,11 @@ def _compile(
     output = tx.output
     switches = output.grad_mode_switches()
     has_ops = output.count_calls() > len(switches)
+    if not has_ops and not require_graph and output.shapes is not None:
+        # A symbolic size that lives on (across a break) comes out of a graph.
+        has_ops = any(
+            t.source is None for t in reachable_tensors(roots, output.side_effects)
+        )
     if not has_ops and require_graph:
         return _entry(fn, output, fn, breaks=breaks)
     pending, inputs, gm, outputs = None, [], None, []

@@ -145,6 +145,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     guard = tx.output.add_guard
     if isinstance(value, torch.Tensor):
         return _wrap_tensor(tx, value, source)
+    shapes = tx.output.shapes
+    if type(value) is int and shapes is not None and source in shapes.ints:
+        return _wrap_symbolic_int(tx, value, source)
     if type(value) in (int, float) and isinstance(source, _SYMBOLIC_SCALAR_SOURCES):
         # A counter or setting: its value is guarded only if the trace relies on it.
         guard(GuardKind.TYPE_MATCH, source, type(value))
@@ -348,6 +351,23 @@ def _wrap_tensor(
     vt = TensorVariable(node, meta, value.device, tensor_type=type(value), source=source)
     output.tensor_by_id[id(value)] = vt
     return vt
+
+
+def _wrap_symbolic_int(
+    tx: InstructionTranslatorBase, value: int, source: Source
+) -> VariableTracker:
+    """An int argument whose value changes between calls: a graph input with a symbol
+    (its relations guarded by the ShapeEnv), or a constant for 0 and 1."""
+    from bytegraph.variables.symbolic import SymIntVariable
+
+    output = tx.output
+    output.add_guard(GuardKind.TYPE_MATCH, source, int)
+    number = output.shapes.symbolic_int(value, source)
+    if not isinstance(number, torch.SymInt) or number.node.expr.is_number:
+        output.add_guard(GuardKind.CONSTANT_MATCH, source, value)
+        return ConstantVariable(value)
+    node = output.add_input(source, value, fake=number)
+    return SymIntVariable(node, number, source=source)
 
 
 def wrap_constant_result(value: Any) -> VariableTracker:

@@ -36,6 +36,8 @@ from bytegraph.variables.constant import ConstantVariable
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
+# Marks the fx nodes of size arithmetic: a graph of nothing else does no tensor work.
+SIZE_MATH = "bytegraph_size_math"
 # Binary operators that keep a size symbolic; comparisons are decided (a guard).
 ARITHMETIC = frozenset({
     operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
@@ -164,6 +166,7 @@ def size_item(tx: Tx, tensor_node: torch.fx.Node, dim: int, value: Any) -> Varia
     if not is_symbolic(value):
         return ConstantVariable(int(value))
     node = tx.output.create_node("call_method", "size", (tensor_node, dim), {})
+    node.meta[SIZE_MATH] = True
     return SymIntVariable(node, value)
 
 
@@ -184,6 +187,7 @@ def binary_op(tx: Tx, op: Any, left: VariableTracker, right: VariableTracker) ->
             return ConstantVariable(_concrete(result))
     # Arithmetic stays symbolic; so does anything about a value the data decides.
     node = tx.output.create_node("call_function", op, tuple(a[0] for a in args), {})
+    node.meta[SIZE_MATH] = True
     return symbolic_or_constant(tx, node, result)
 
 
@@ -212,6 +216,7 @@ def operation(
     if isinstance(arg, SymIntVariable):
         if fn is operator.neg:
             node = tx.output.create_node("call_function", operator.neg, (arg.node,), {})
+            node.meta[SIZE_MATH] = True
             return symbolic_or_constant(tx, node, -arg.value)
         if fn is arg.python_type() or (fn in (operator.index, operator.pos) and (
             type(arg) is SymIntVariable

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import timeit
 import traceback
 
 import pytest
@@ -375,8 +374,9 @@ def test_routed_call_keeps_the_callers_line_in_tracebacks() -> None:
     assert ("run", line) in frames
 
 
-def test_routing_overhead_is_small() -> None:
-    """A routed call site costs one Python call and a dict lookup over the compiled call."""
+def test_a_routed_call_reuses_the_cached_wrapper() -> None:
+    """A routed call site costs a lookup, not a compile: the same wrapper every time
+    (the per-call overhead is measured in bench/routing_overhead.py, not asserted)."""
 
     def callee(t):
         return t
@@ -385,13 +385,9 @@ def test_routing_overhead_is_small() -> None:
     route = compiled.router.route
     x = torch.ones(1)
     compiled(x)
-    for _ in range(3):
-        direct = min(timeit.repeat(lambda: compiled(x), number=2000, repeat=5)) / 2000
-        routed = min(timeit.repeat(lambda: route(callee)(x), number=2000, repeat=5)) / 2000
-        if routed - direct < 5e-6:
-            break
-    assert route(callee) is compiled
-    assert routed - direct < 5e-6, (routed, direct)
+    assert route(callee) is compiled and route(callee) is compiled
+    assert route(abs) is abs  # a builtin comes back as it is
+    assert len(compiled.entries) == 1
 
 
 # -- the greedy-decoding loop of issue 11 ------------------------------------------------
