@@ -161,9 +161,16 @@ def test_the_recompile_log_names_the_dimension(caplog) -> None:
     assert any("x.size(0) changed 3 -> 5: now dynamic" in m for m in messages), messages
 
 
-def test_training_with_varying_batch_sizes_under_aot_eager(differential) -> None:
-    model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 2))
-    compiled = bytegraph.compile(model, backend="aot_eager")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_with_varying_batch_sizes(backend) -> None:
+    """One static entry, then one size-generic entry (AOTAutograd's joint graph, or
+    Inductor code over a symbolic batch) whose gradients equal eager's at every size.
+    Inductor compiles take seconds: one small model, three sizes."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 12), torch.nn.GELU(), torch.nn.LayerNorm(12), torch.nn.Linear(12, 2)
+    )
+    compiled = bytegraph.compile(model, backend=backend)
     for b in (4, 7, 10):
         x = torch.randn(b, 6)
         model.zero_grad()
@@ -173,7 +180,7 @@ def test_training_with_varying_batch_sizes_under_aot_eager(differential) -> None
         compiled(x).pow(2).mean().backward()
         got = [p.grad.clone() for p in model.parameters()]
         for g, w in zip(got, want):
-            torch.testing.assert_close(g, w)
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert len(compiled._compiled_forward.entries) == 2
 
 
