@@ -32,7 +32,13 @@ from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
 from bytegraph.translate.regions import call_region, loop_region
-from bytegraph.translate.resume import FrameContext, emit_break, live_roots, received_cells
+from bytegraph.translate.resume import (
+    FrameContext,
+    emit_break,
+    is_entered_code,
+    live_roots,
+    received_cells,
+)
 from bytegraph.translate.routing import routed_code
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
@@ -106,7 +112,9 @@ def _translate_with_break(
 def _python_run(ctx: FrameContext) -> types.FunctionType:
     """``ctx.fn`` to run as Python, its calls routed through bytegraph (routing.py)."""
     fn = ctx.fn
-    if ctx.route is None:
+    if ctx.route is None or is_entered_code(fn.__code__):
+        # A resume function's code jumps into the middle of try ranges its prologue
+        # never opens: decoded again, ``bytecode`` cannot recompute its stack depths.
         return fn
     code = routed_code(fn.__code__, ctx.route)
     return fn if code is fn.__code__ else _function_like(fn, code)

@@ -120,6 +120,11 @@ class FrameContext:
 _origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}
 
 
+def is_entered_code(code: types.CodeType) -> bool:
+    """Whether ``code`` is a resume function's (``build_resume_code``)."""
+    return code in _origins
+
+
 def received_cells(code: types.CodeType) -> tuple[str, ...]:
     """The cell variables a resume function receives as arguments (``_entered_code``)."""
     return code.co_cellvars if code in _origins else ()

@@ -591,3 +591,36 @@ def test_a_traced_raise_keeps_no_frame_of_the_caller_alive(fn) -> None:
     assert expected[0] in ("CodedError", "ValueError")
     assert_same_value(actual, expected)
     assert compiled_log == eager_log == ["closed"]
+
+
+class PassingManager:
+    def __init__(self, acc):
+        self.acc = acc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.acc.append("exit")
+        return False
+
+
+def raise_after_a_break_in_a_try_in_a_with(x, acc):  # seed 21, index 90
+    with PassingManager(acc):
+        try:
+            bytegraph.graph_break()
+            raise KeyError(1)
+        except ArithmeticError as e8:
+            acc.append(e8)
+        except KeyError as e10:
+            acc.append(e10.__traceback__ is None)
+    return x + 1
+
+
+def test_a_resume_function_run_as_python_is_not_routed(differential) -> None:
+    """Its code enters try ranges in the middle: decoded again to route its calls, the
+    ``bytecode`` package computed a negative stack depth (an internal error), or a wrong
+    one (an UnboundLocalError inside the router). It runs as it is."""
+    compiled = differential.compile(raise_after_a_break_in_a_try_in_a_with)
+    for _ in range(2):
+        differential.check(raise_after_a_break_in_a_try_in_a_with, compiled, (torch.ones(2), []))
