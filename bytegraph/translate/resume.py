@@ -209,7 +209,15 @@ def _entered_code(
     code.cellvars = list(base.co_cellvars)
     code.freevars = list(base.co_freevars)
     code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
-    return code.to_code(compute_exception_stack_depths=False)
+    concrete = code.to_code(compute_exception_stack_depths=False)
+    # ``bytecode`` computes the depth along the flow from the prologue, which misses
+    # handlers of try ranges entered in the middle: a frame too small for its stack
+    # corrupts memory. The base code's own depth, plus what a stub pushes, is an upper
+    # bound (every base instruction keeps its depth).
+    bound = base.co_stacksize + max((len(items) for items in stubs.values()), default=0)
+    if concrete.co_stacksize < bound:
+        concrete = concrete.replace(co_stacksize=bound)
+    return concrete
 
 
 def _routed_sites(

@@ -624,3 +624,55 @@ def test_a_resume_function_run_as_python_is_not_routed(differential) -> None:
     compiled = differential.compile(raise_after_a_break_in_a_try_in_a_with)
     for _ in range(2):
         differential.check(raise_after_a_break_in_a_try_in_a_with, compiled, (torch.ones(2), []))
+
+
+class CountedStats:
+    count = 0
+
+    def __init__(self, t):
+        self.t = t
+        CountedStats.count += 1
+
+    def __len__(self):
+        return self.t.shape[0]
+
+
+class HashedKey:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, HashedKey) and self.v == other.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+
+def loop_break_in_a_try(x, y, w, n, lst, dct):  # seed 11, index 730
+    out = x + y
+    try:
+        w9 = 0
+        while True:
+            if w9 > 1:
+                break
+            t10 = x * (w.grad if w.grad is not None else w)  # noqa: F841
+            raise KeyError(len(CountedStats(y * dct.get("c", 2)))) from None
+        lst.append(1 < n <= 10)
+    except:  # noqa: E722
+        out.relu_()
+    lst.insert(0, max({HashedKey(1): 5}.get(HashedKey(PassingManager(2).acc + 1), 0), n))
+    return out
+
+
+def test_code_entered_inside_a_try_has_room_for_its_handlers(differential) -> None:
+    """``bytecode`` sized the frame of a resume function entered inside a try range
+    from the flow of its prologue, missing the handler's depth: the frame was too
+    small, and running it corrupted memory (a call of a stale object, or a segfault)."""
+    compiled = differential.compile(loop_break_in_a_try)
+    for _ in range(3):
+        args = (torch.randn(2, 4), torch.randn(2, 4), torch.randn(4, requires_grad=True), 1,
+                [1, 2], {"a": 3})
+        differential.check(loop_break_in_a_try, compiled, args)
+    base = loop_break_in_a_try.__code__.co_stacksize
+    assert compiled.resume_cache
+    assert all(r.fn.__code__.co_stacksize >= base for r in compiled.resume_cache.values())
