@@ -194,6 +194,19 @@ class AttrSource(ChildSource):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CallResultSource(ChildSource):
+    """``base()``: what a weak reference points to (calling it has no side effect)."""
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}()"
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.append(bc.Instr("PUSH_NULL"))
+        self.base.reconstruct(codegen)
+        codegen.append(*codegen.call_instrs(0))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class GetItemSource(ChildSource):
     """``base[index]`` for a constant index (int, str, or other hashable constant)."""
 

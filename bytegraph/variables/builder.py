@@ -17,6 +17,7 @@ import inspect
 import logging
 import sys
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -67,7 +68,7 @@ from bytegraph.variables.object_builtins import (
     DataclassReplaceVariable,
     ObjectBuiltinVariable,
 )
-from bytegraph.variables.objects import ClassVariable, ObjectVariable
+from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
 from bytegraph.variables.raising import ExceptionClassVariable, is_plain_exception_class
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
@@ -192,6 +193,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
             if isinstance(value, types.MethodType):
                 guard(GuardKind.ID_MATCH, AttrSource(source, "__func__"), value.__func__)
             return context
+    if type(value) is weakref.ReferenceType:
+        guard(GuardKind.TYPE_MATCH, source, weakref.ReferenceType)
+        return WeakRefVariable(value, source=source)
     if is_environ(value):  # os.environ: each variable read is guarded by its value
         guard(GuardKind.ID_MATCH, source, value)
         return EnvironVariable(source=source)

@@ -26,6 +26,40 @@ def _bind_method(fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
     return UserMethodVariable(fn, obj)
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class WeakRefVariable(VariableTracker):
+    """A ``weakref.ref`` from the frame: calling it reads its referent through the
+    source ``ref()``, guarded like any value (an alias of an object seen another way
+    is guarded the same object, so ``ref() is weight`` holds on later calls)."""
+
+    ref: Any = None
+
+    def python_type(self) -> type:
+        return type(self.ref)
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        from bytegraph.guards.guard import GuardKind
+        from bytegraph.guards.sources import CallResultSource
+        from bytegraph.variables.builder import wrap
+
+        if args or kwargs or self.source is None:
+            raise Unsupported("unsupported_call", "a weak reference called with arguments")
+        source = CallResultSource(self.source)
+        referent = self.ref()
+        if referent is None:
+            tx.output.add_guard(GuardKind.CONSTANT_MATCH, source, None)
+            return ConstantVariable(None)
+        return wrap(tx, referent, source)
+
+    def __repr__(self) -> str:
+        return "WeakRefVariable()"
+
+
 _NAMES = ("__name__", "__qualname__", "__module__")
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 

@@ -145,3 +145,23 @@ def test_gradients_match_eager(name, mode, backend) -> None:
             assert torch.equal(a, e)
         else:  # AOTAutograd's decompositions may round differently
             torch.testing.assert_close(a, e)
+
+
+def test_lstm_in_one_graph_and_its_weight_references_guarded(counting_backend) -> None:
+    """nn.LSTM checks ``ref() is not weight`` over weak references to its weights: the
+    trace reads each referent through ``ref()``, guarded the same object as the
+    parameter, so replacing a weight recompiles and takes the path eager takes."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(8, 16, batch_first=True).eval()
+    x = torch.randn(2, 5, 8)
+    report = bytegraph.explain(lstm)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    compiled = bytegraph.compile(lstm, backend=counting_backend)
+    with torch.no_grad():
+        for _ in range(2):
+            got, want = compiled(x), lstm(x)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1][0], want[1][0])
+        assert counting_backend.calls == 1
+        lstm.weight_hh_l0 = nn.Parameter(torch.randn(64, 16))  # its weak reference now stale
+        got, want = compiled(x), lstm(x)
+        assert torch.equal(got[0], want[0])
