@@ -199,3 +199,17 @@ def test_an_int_argument_that_changes_becomes_symbolic(differential, counting_ba
     for n in (1, 0, 9):  # 0 and 1 specialise; 9 is past the slice's bound
         differential.check(scaled_prefix, compiled, (torch.randn(6), n))
     differential.check(scaled_prefix, compiled, (torch.randn(6), True))  # a bool is no int
+
+
+def offset_by_sum(x, lst):
+    total = int(x.sum())  # a break: the resume function receives the int
+    lst.append(total)
+    return x + total
+
+
+def test_negative_ints_become_symbolic_too(differential, counting_backend) -> None:
+    """An int that changes between calls is made symbolic whatever its sign (a size's
+    symbol would assume it positive). Fuzz seed 31, indices 106 and 189."""
+    compiled = differential.compile(offset_by_sum)
+    for value in (2.0, -3.0, -7.0, 5.0):
+        differential.check(offset_by_sum, compiled, (torch.full((3,), value), []))

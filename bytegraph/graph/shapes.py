@@ -269,9 +269,10 @@ class ShapeSession:
         """A SymInt for the int argument ``value`` (0 and 1 stay constants, as sizes do)."""
         from torch.fx.experimental.symbolic_shapes import DimDynamic
 
-        shape_source = _ShapeSource(source.expr())
-        symbol = self.env.create_symbol(value, shape_source, dynamic_dim=DimDynamic.DYNAMIC)
-        number = self.env.create_symintnode(symbol, hint=value, source=shape_source)
+        # Any int, negative ones included (create_symbol assumes a size: positive).
+        number = self.env.create_unspecified_symint_and_symbol(
+            value, _ShapeSource(source.expr()), DimDynamic.DYNAMIC
+        )
         if is_symbolic(number):
             self._symbolic.append((number, source))
         return number
