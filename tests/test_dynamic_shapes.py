@@ -193,11 +193,14 @@ def test_an_int_argument_that_changes_becomes_symbolic(differential, counting_ba
     compiled = differential.compile(scaled_prefix)
     for n in (2, 3, 4, 5):
         differential.check(scaled_prefix, compiled, (torch.randn(6), n))
-    assert counting_backend.calls == 2  # n == 2, then one entry for every n in 2..6
+    assert counting_backend.calls == 2  # n == 2, then one entry for every n in 0..6
     guard = str(compiled.entries[0].guard)
-    assert "type(n) is int" in guard and "2 <= n" in guard
-    for n in (1, 0, 9):  # 0 and 1 specialise; 9 is past the slice's bound
+    assert "type(n) is int" in guard and "0 <= n and n <= 6" in guard  # the slice's bounds
+    for n in (1, 0):  # an int is no size: 0 and 1 stay symbolic
         differential.check(scaled_prefix, compiled, (torch.randn(6), n))
+    assert counting_backend.calls == 2
+    differential.check(scaled_prefix, compiled, (torch.randn(6), 9))  # past the bound
+    assert counting_backend.calls == 3
     differential.check(scaled_prefix, compiled, (torch.randn(6), True))  # a bool is no int
 
 

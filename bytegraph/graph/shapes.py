@@ -266,7 +266,8 @@ class ShapeSession:
         return fake
 
     def symbolic_int(self, value: int, source: Source) -> Any:
-        """A SymInt for the int argument ``value`` (0 and 1 stay constants, as sizes do)."""
+        """A SymInt for the int argument ``value``: any int (no size: 0 and 1 too, and
+        negative ones), its range narrowed only by what the trace decides."""
         from torch.fx.experimental.symbolic_shapes import DimDynamic
 
         # Any int, negative ones included (create_symbol assumes a size: positive).

@@ -361,7 +361,7 @@ def _wrap_symbolic_int(
     tx: InstructionTranslatorBase, value: int, source: Source
 ) -> VariableTracker:
     """An int argument whose value changes between calls: a graph input with a symbol
-    (its relations guarded by the ShapeEnv), or a constant for 0 and 1."""
+    (its relations guarded by the ShapeEnv), or a constant where the ShapeEnv fixes it."""
     from bytegraph.variables.symbolic import SymIntVariable
 
     output = tx.output
