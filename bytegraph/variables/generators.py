@@ -235,9 +235,11 @@ class GeneratorVariable(IteratorVariable):
             try:
                 start()
             except ObservedRaise as error:
+                error.__traceback__ = None  # no frame cycle (see translator.step)
                 child.handle_raise(error)
             return self._step(child)
         except ObservedRaise as error:
+            error.__traceback__ = None  # no frame cycle (see translator.step)
             frame.finish()
             left = error
         except Unsupported as e:
@@ -303,6 +305,7 @@ class GeneratorVariable(IteratorVariable):
             try:
                 close_iterator(tx, receiver)
             except ObservedRaise as error:
+                error.__traceback__ = None  # no frame cycle (see translator.step)
                 return self._run(tx, self._raise_in_frame(error.exc, at_yield))
             return self._run(tx, self._raise_in_frame(exc, at_yield))
         if not isinstance(receiver, GeneratorVariable):
@@ -323,6 +326,7 @@ class GeneratorVariable(IteratorVariable):
         try:
             result = receiver.resume(tx, thrown=exc)
         except ObservedRaise as error:
+            error.__traceback__ = None  # no frame cycle (see translator.step)
             raised: ExceptionInstanceVariable | None = error.exc
         else:
             raised = None
@@ -358,10 +362,12 @@ class GeneratorVariable(IteratorVariable):
             try:
                 close_iterator(tx, receiver)
             except ObservedRaise as error:
+                error.__traceback__ = None  # no frame cycle (see translator.step)
                 start = self._raise_in_frame(error.exc, at_yield)
         try:
             result = self._run(tx, start)
         except ObservedRaise as error:
+            error.__traceback__ = None  # no frame cycle (see translator.step)
             if issubclass(error.exc.exc_type, GeneratorExit):
                 return ConstantVariable(None)
             raise

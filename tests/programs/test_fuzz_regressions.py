@@ -676,3 +676,23 @@ def test_code_entered_inside_a_try_has_room_for_its_handlers(differential) -> No
     base = loop_break_in_a_try.__code__.co_stacksize
     assert compiled.resume_cache
     assert all(r.fn.__code__.co_stacksize >= base for r in compiled.resume_cache.values())
+
+
+def test_a_generator_turned_runtime_error_keeps_no_frame_alive() -> None:
+    """Fuzz seed 31, index 454: a resume function compiled while a Python part runs
+    (so that part's frame is on the f_back chain) traced a StopIteration turned into a
+    RuntimeError (PEP 479). The StopIteration kept its traceback and a local of the
+    generator machinery held it: a cycle whose frames reached the Python part's frame,
+    whose paused generator then ran its ``finally`` only when the collector came by,
+    not at the call's end as in eager. The program, run through the fuzz runner (which
+    compares globals right after each call), must agree with eager."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.fuzz.grammar import generate
+    from tests.fuzz.runner import run_program
+
+    outcome_ = run_program(generate(31, 454))
+    assert outcome_.category is None, outcome_.detail
+

@@ -150,6 +150,10 @@ def raise_python_error(tx: Tx, error: Exception, what: str) -> NoReturn:
     from bytegraph.variables.builder import wrap_constant_result
     from bytegraph.variables.constant import is_constant_value
 
+    # Its traceback holds this trace's frames, and through them (f_back) the user's
+    # frame that called the compiled function: kept as the raise's __context__, it
+    # would keep that frame, and the generators in it, alive past the call.
+    error.__traceback__ = None
     exc_type = type(error)
     extra = next((v for k, v in _EXTRA_ATTRS.items() if issubclass(exc_type, k)), ())
     values = [*error.args, *(getattr(error, n) for n in extra)]
