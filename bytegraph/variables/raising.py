@@ -1,7 +1,9 @@
-"""Callees that end by raising, where CPython's outcome is certain.
+"""Callees that end by raising, where a protocol in C catches it; exception classes.
 
-The tracer never propagates an exception: whatever would raise is a graph
-break. A few protocols are defined by an exception leaving a callee, though:
+Raises in traced code follow CPython's exception model
+(``translate/ops/exceptions.py``): an ``ObservedRaise`` reaches the handler
+the exception table names. A few protocols are different: CPython's own C
+code catches an exception leaving a callee, which no exception table shows:
 ``__getattribute__`` raising AttributeError (then ``__getattr__``, ``hasattr``
 or ``getattr``'s default take over), and ``__getitem__`` raising IndexError
 (the end of the sequence iteration protocol, which ``iter()`` uses for
@@ -13,10 +15,9 @@ fails there), at an instruction no ``try`` or ``with`` of that frame covers,
 so it leaves the frame exactly as in eager mode. Everything else stays the
 graph break it was.
 
-Builtin exception classes can be instantiated in the trace
-(``ExceptionClassVariable``) so that ``raise IndexError("...")`` reaches its
-RAISE_VARARGS; raising itself stays unsupported. The objects they make are
-``ExceptionInstanceVariable`` (exceptions.py).
+Builtin exception classes are instantiated in the trace
+(``ExceptionClassVariable``; user subclasses in ``user_exceptions.py``). The
+objects they make are ``ExceptionInstanceVariable`` (exceptions.py).
 """
 
 from __future__ import annotations
