@@ -1,5 +1,8 @@
 """Tensor metadata propagation: meta-device tensors, a memo, and devices.
 
+(A trace with dynamic dimensions runs its ops on fake tensors instead:
+``run_fake``, and ``graph/shapes.py`` for why.)
+
 Every tensor in a trace is represented by a meta-device tensor (shape, stride,
 dtype, requires_grad; no data) plus the device the real tensor would live on,
 tracked here because a meta tensor's device is always ``meta``.

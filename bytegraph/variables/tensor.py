@@ -1,9 +1,11 @@
 """TensorVariable and the one path by which tensor work enters the graph.
 
 ``tensor_op(tx, kind, target, args, kwargs)`` turns a call with tensor
-operands into an fx node, propagates metadata through a meta tensor, and
-wraps the result. Metadata queries (``x.shape``, ``x.dtype``, ``x.dim()``)
-fold to constants instead of becoming nodes.
+operands into an fx node, propagates metadata through a meta tensor (a fake
+tensor in a dynamic trace: ``graph/shapes.py``), and wraps the result.
+Metadata queries (``x.dtype``, ``x.dim()``, a static ``x.shape``) fold to
+constants instead of becoming nodes; a dynamic size is a ``x.size(i)`` node
+(``variables/symbolic.py``).
 """
 
 from __future__ import annotations
