@@ -21,6 +21,7 @@ from collections.abc import Callable
 import bytecode as bc
 
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
+from bytegraph.bytecode.stack_effects import STACK_EFFECTS
 from bytegraph.exc import Unsupported
 
 _CONDITIONAL_JUMPS = frozenset(
@@ -28,35 +29,18 @@ _CONDITIONAL_JUMPS = frozenset(
 )
 # (pops, pushes) of the instructions a break may run in Python; others refuse.
 # ``pushes`` is a count of values, or per pushed slot (bottom first) whether it is a NULL.
+_BREAKABLE = (
+    "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP",
+    "IS_OP", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "LOAD_ATTR",
+    "STORE_ATTR", "DELETE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "GET_ITER",
+    "UNPACK_SEQUENCE", "UNPACK_EX", "FORMAT_VALUE", "BUILD_STRING", "BUILD_TUPLE",
+    "BUILD_LIST", "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "BUILD_SLICE",
+    "LIST_TO_TUPLE", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "MATCH_CLASS",
+    "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_DEREF", "STORE_DEREF", "IMPORT_NAME",
+    "LOAD_BUILD_CLASS", "LOAD_ASSERTION_ERROR",
+)
 _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] = {
-    "CALL": lambda arg: (arg + 2, 1),
-    "CALL_FUNCTION_EX": lambda arg: (3 + (arg & 1), 1),
-    "BINARY_OP": lambda arg: (2, 1),
-    "BINARY_SUBSCR": lambda arg: (2, 1),
-    "COMPARE_OP": lambda arg: (2, 1),
-    "CONTAINS_OP": lambda arg: (2, 1),
-    "IS_OP": lambda arg: (2, 1),
-    "UNARY_NEGATIVE": lambda arg: (1, 1),
-    "UNARY_POSITIVE": lambda arg: (1, 1),
-    "UNARY_INVERT": lambda arg: (1, 1),
-    "UNARY_NOT": lambda arg: (1, 1),
-    "LOAD_ATTR": lambda arg: (1, 1),
-    "STORE_ATTR": lambda arg: (2, 0),
-    "DELETE_ATTR": lambda arg: (1, 0),
-    "STORE_SUBSCR": lambda arg: (3, 0),
-    "DELETE_SUBSCR": lambda arg: (2, 0),
-    "GET_ITER": lambda arg: (1, 1),
-    "UNPACK_SEQUENCE": lambda arg: (1, arg),
-    "UNPACK_EX": lambda arg: (1, (arg & 0xFF) + (arg >> 8) + 1),
-    "FORMAT_VALUE": lambda arg: (1 + ((arg & 0x04) == 0x04), 1),
-    "BUILD_STRING": lambda arg: (arg, 1),
-    "BUILD_TUPLE": lambda arg: (arg, 1),
-    "BUILD_LIST": lambda arg: (arg, 1),
-    "BUILD_SET": lambda arg: (arg, 1),
-    "BUILD_MAP": lambda arg: (2 * arg, 1),
-    "BUILD_CONST_KEY_MAP": lambda arg: (arg + 1, 1),
-    "BUILD_SLICE": lambda arg: (arg, 1),
-    "LIST_TO_TUPLE": lambda arg: (1, 1),
+    **{name: STACK_EFFECTS[name] for name in _BREAKABLE},
     # These also read the container ``arg`` slots down, which is on the real stack too.
     "LIST_APPEND": lambda arg: (1, 0),
     "SET_ADD": lambda arg: (1, 0),
@@ -66,19 +50,8 @@ _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] =
     "DICT_UPDATE": lambda arg: (1, 0),
     "DICT_MERGE": lambda arg: (1, 0),
     "GET_LEN": lambda arg: (1, 2),
-    "MATCH_MAPPING": lambda arg: (1, 2),
-    "MATCH_SEQUENCE": lambda arg: (1, 2),
-    "MATCH_KEYS": lambda arg: (2, 3),
-    "MATCH_CLASS": lambda arg: (3, 1),
     "LOAD_GLOBAL": lambda arg: (0, (True, False) if arg & 1 else (False,)),
-    "STORE_GLOBAL": lambda arg: (1, 0),
-    "DELETE_GLOBAL": lambda arg: (0, 0),
-    "LOAD_DEREF": lambda arg: (0, 1),
-    "STORE_DEREF": lambda arg: (1, 0),
-    "IMPORT_NAME": lambda arg: (2, 1),
     "IMPORT_FROM": lambda arg: (1, 2),  # the module stays, the name goes on top
-    "LOAD_BUILD_CLASS": lambda arg: (0, 1),
-    "LOAD_ASSERTION_ERROR": lambda arg: (0, 1),
 }
 # Instructions that never continue: a break there runs them and resumes nowhere.
 _NO_EXIT = frozenset({"RAISE_VARARGS"})

@@ -39,6 +39,7 @@ import bytecode as bc
 
 from bytegraph.bytecode import compat
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
+from bytegraph.bytecode.stack_effects import STACK_EFFECTS
 
 Slot = tuple[int, int] | None  # (index of the instruction that pushed it, which push), or unknown
 _CALLEE = "callee"  # a slot consumed as the callable of a call
@@ -59,51 +60,8 @@ _UNCHANGED = frozenset({
     "DELETE_GLOBAL", "DELETE_NAME", "DELETE_DEREF", "COPY_FREE_VARS", "MAKE_CELL",
     "SETUP_ANNOTATIONS", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
 })
-# (pops, pushes) by opname; a callable of the argument.
-_EFFECTS: dict[str, Callable[[int], tuple[int, int]]] = {
-    "POP_TOP": lambda a: (1, 0),
-    "LOAD_ATTR": lambda a: (1, 1),
-    "LOAD_METHOD": lambda a: (1, 2),
-    "LOAD_GLOBAL": lambda a: (0, 1 + (a & 1)),
-    "STORE_FAST": lambda a: (1, 0),
-    "STORE_NAME": lambda a: (1, 0),
-    "STORE_GLOBAL": lambda a: (1, 0),
-    "STORE_DEREF": lambda a: (1, 0),
-    "STORE_ATTR": lambda a: (2, 0),
-    "STORE_SUBSCR": lambda a: (3, 0),
-    "DELETE_ATTR": lambda a: (1, 0),
-    "DELETE_SUBSCR": lambda a: (2, 0),
-    "UNARY_POSITIVE": lambda a: (1, 1),
-    "UNARY_NEGATIVE": lambda a: (1, 1),
-    "UNARY_NOT": lambda a: (1, 1),
-    "UNARY_INVERT": lambda a: (1, 1),
-    "GET_ITER": lambda a: (1, 1),
-    "LIST_TO_TUPLE": lambda a: (1, 1),
-    "BINARY_OP": lambda a: (2, 1),
-    "BINARY_SUBSCR": lambda a: (2, 1),
-    "COMPARE_OP": lambda a: (2, 1),
-    "IS_OP": lambda a: (2, 1),
-    "CONTAINS_OP": lambda a: (2, 1),
-    "BUILD_TUPLE": lambda a: (a, 1),
-    "BUILD_LIST": lambda a: (a, 1),
-    "BUILD_SET": lambda a: (a, 1),
-    "BUILD_STRING": lambda a: (a, 1),
-    "BUILD_SLICE": lambda a: (a, 1),
-    "BUILD_MAP": lambda a: (2 * a, 1),
-    "BUILD_CONST_KEY_MAP": lambda a: (a + 1, 1),
-    "FORMAT_VALUE": lambda a: (1 + ((a & 0x04) == 0x04), 1),
-    "UNPACK_SEQUENCE": lambda a: (1, a),
-    "UNPACK_EX": lambda a: (1, (a & 0xFF) + (a >> 8) + 1),
-    "MAKE_FUNCTION": lambda a: (1 + bin(a & 0x0F).count("1"), 1),
-    "IMPORT_NAME": lambda a: (2, 1),
-    "CALL": lambda a: (a + 2, 1),
-    "CALL_FUNCTION_EX": lambda a: (3 + (a & 1), 1),
-    "RETURN_VALUE": lambda a: (1, 0),
-    "IMPORT_STAR": lambda a: (1, 0),
-    "BEFORE_WITH": lambda a: (1, 2),
-    "PUSH_EXC_INFO": lambda a: (1, 2),
-    "POP_EXCEPT": lambda a: (1, 0),
-}
+# (pops, pushes) by opname (bytecode/stack_effects.py).
+_EFFECTS = STACK_EFFECTS
 # Instructions that read the slot ``arg`` deep (or the top) and leave it: (pops, pushes, depth).
 _PEEKS: dict[str, Callable[[int], tuple[int, int, int]]] = {
     "LIST_APPEND": lambda a: (1, 0, a),
