@@ -32,6 +32,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch._guards
 
 from bytegraph import config
 
@@ -329,33 +330,18 @@ def is_symbolic(value: Any) -> bool:
     return not (node.is_constant() or node.expr.is_number)
 
 
-def _shape_source_class() -> type:
-    from torch._guards import GuardSource, Source
+@dataclasses.dataclass(frozen=True)
+class _ShapeSource(torch._guards.Source):
+    """How the ShapeEnv names a tensor in the guard code it writes: our expression."""
 
-    @dataclasses.dataclass(frozen=True)
-    class ShapeSource(Source):
-        """How the ShapeEnv names a tensor in the guard code it writes: our expression."""
+    text: str
 
-        text: str
+    @property
+    def name(self) -> str:  # torch's Source API: the expression of the value
+        return self.text
 
-        @property
-        def name(self) -> str:  # torch's Source API: the expression of the value
-            return self.text
+    def guard_source(self) -> torch._guards.GuardSource:
+        return torch._guards.GuardSource.LOCAL
 
-        def guard_source(self) -> GuardSource:
-            return GuardSource.LOCAL
-
-        def reconstruct(self, codegen: Any) -> None:
-            raise NotImplementedError
-
-    return ShapeSource
-
-
-_ShapeSourceClass: type | None = None
-
-
-def _ShapeSource(text: str) -> Any:  # noqa: N802  (a class made on first use)
-    global _ShapeSourceClass
-    if _ShapeSourceClass is None:
-        _ShapeSourceClass = _shape_source_class()
-    return _ShapeSourceClass(text)
+    def reconstruct(self, codegen: Any) -> None:
+        raise NotImplementedError
