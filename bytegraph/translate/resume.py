@@ -209,15 +209,15 @@ def _entered_code(
     code.cellvars = list(base.co_cellvars)
     code.freevars = list(base.co_freevars)
     code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
-    concrete = code.to_code(compute_exception_stack_depths=False)
-    # ``bytecode`` computes the depth along the flow from the prologue, which misses
-    # handlers of try ranges entered in the middle: a frame too small for its stack
-    # corrupts memory. The base code's own depth, plus what a stub pushes, is an upper
-    # bound (every base instruction keeps its depth).
-    bound = base.co_stacksize + max((len(items) for items in stubs.values()), default=0)
-    if concrete.co_stacksize < bound:
-        concrete = concrete.replace(co_stacksize=bound)
-    return concrete
+    # The frame's stack size is given, not computed: ``bytecode`` follows the flow
+    # from the prologue, which enters try ranges in the middle; it underestimated
+    # (a frame too small for a handler's stack corrupts memory) or failed outright
+    # ("negative size"). Every base instruction keeps its base depth, so the base
+    # code's own size bounds it, plus what a stub pushes and a routed call's one slot.
+    stub = max((len(items) for items in stubs.values()), default=0)
+    return code.to_code(
+        stacksize=base.co_stacksize + stub + 1, compute_exception_stack_depths=False
+    )
 
 
 def _routed_sites(

@@ -678,14 +678,20 @@ def test_code_entered_inside_a_try_has_room_for_its_handlers(differential) -> No
     assert all(r.fn.__code__.co_stacksize >= base for r in compiled.resume_cache.values())
 
 
-def test_a_generator_turned_runtime_error_keeps_no_frame_alive() -> None:
-    """Fuzz seed 31, index 454: a resume function compiled while a Python part runs
-    (so that part's frame is on the f_back chain) traced a StopIteration turned into a
-    RuntimeError (PEP 479). The StopIteration kept its traceback and a local of the
-    generator machinery held it: a cycle whose frames reached the Python part's frame,
-    whose paused generator then ran its ``finally`` only when the collector came by,
-    not at the call's end as in eager. The program, run through the fuzz runner (which
-    compares globals right after each call), must agree with eager."""
+@pytest.mark.parametrize("seed, index", [(31, 454), (29467, 82)])
+def test_generated_program_agrees_with_eager(seed, index) -> None:
+    """Findings kept as the generated programs themselves, run through the fuzz runner
+    (which compares results, exceptions, globals and arguments after each call):
+
+    * 31/454: a resume function compiled while a Python part runs (that part's frame on
+      the f_back chain) traced a StopIteration turned into a RuntimeError (PEP 479). The
+      StopIteration kept its traceback and a local of the generator machinery held it:
+      a frame cycle, so the Python part's paused generator ran its ``finally`` when the
+      collector came by, not at the call's end as in eager.
+    * 29467/82: a resume function entered inside a try range: ``bytecode`` computed its
+      stack size along the prologue's flow and failed ("negative size", an internal
+      error); its size is now bounded from the base code's.
+    """
     import sys
     from pathlib import Path
 
@@ -693,6 +699,5 @@ def test_a_generator_turned_runtime_error_keeps_no_frame_alive() -> None:
     from tests.fuzz.grammar import generate
     from tests.fuzz.runner import run_program
 
-    outcome_ = run_program(generate(31, 454))
+    outcome_ = run_program(generate(seed, index))
     assert outcome_.category is None, outcome_.detail
-
