@@ -48,6 +48,9 @@ _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 # may call another compiled function).
 _compile_lock = threading.RLock()
 _CheckedRun = tuple[Callable[..., bool], Callable[..., Any]]
+# The Recording (recording.py) that explain() or the command line has active, if any:
+# compile() hands it each backend to wrap and each result. Never read on the call path.
+active_recording: Any = None
 
 
 class CompiledFunction:
@@ -244,17 +247,24 @@ def compile(
         return model
     if model is None:
         return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph, dynamic=dynamic)
+    recording = active_recording
+    if recording is not None:
+        backend_fn = recording.backend(backend_fn)
     if isinstance(model, torch.nn.Module):
-        return CompiledModule(model, backend_fn, fullgraph, dynamic)
-    if isinstance(model, types.MethodType):
-        compiled = CompiledFunction(model.__func__, backend_fn, fullgraph).set_dynamic(dynamic)
-        return types.MethodType(compiled, model.__self__)
-    if isinstance(model, types.FunctionType):
-        return CompiledFunction(model, backend_fn, fullgraph).set_dynamic(dynamic)
-    raise TypeError(
-        f"bytegraph.compile expects a Python function, method or nn.Module, "
-        f"not {type(model).__name__}"
-    )
+        compiled: Any = CompiledModule(model, backend_fn, fullgraph, dynamic)
+    elif isinstance(model, types.MethodType):
+        function = CompiledFunction(model.__func__, backend_fn, fullgraph).set_dynamic(dynamic)
+        compiled = types.MethodType(function, model.__self__)
+    elif isinstance(model, types.FunctionType):
+        compiled = CompiledFunction(model, backend_fn, fullgraph).set_dynamic(dynamic)
+    else:
+        raise TypeError(
+            f"bytegraph.compile expects a Python function, method or nn.Module, "
+            f"not {type(model).__name__}"
+        )
+    if recording is not None:
+        recording.add_root(compiled)
+    return compiled
 
 
 def reset() -> None:

@@ -3,14 +3,28 @@
 The report lists every graph captured (the function's own, its resume
 functions' and those of callees compiled at a break), every graph break with
 its reason, the user's file:line, the source line and the chain of inlined
-frames, the ops of each graph, the guards of each cache entry, and the time
-spent tracing and in the backend.
+frames, the ops of each graph, the guards of each cache entry, the recompiles
+with the guard that failed, and the time spent tracing and in the backend.
+
+``ExplainOutput`` also speaks ``torch._dynamo.explain``'s dialect: a script
+written against torch's report reads ``graphs``, ``graph_count``,
+``graph_break_count``, ``break_reasons`` (each with ``.reason`` and
+``.user_stack``, a list of ``traceback.FrameSummary``, outermost first),
+``op_count``, ``ops_per_graph``, ``out_guards`` and ``compile_times`` (a
+str) unchanged. ``ops_per_graph`` holds op names (``"operator.add"``), not
+torch's raw targets: the names are what a person compares and prints.
+
+``report_of(recording)`` builds the same report from a ``Recording``
+(recording.py) of a whole program; the command line (cli.py) uses it.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import time
+import dis
+import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +32,22 @@ import torch
 
 from bytegraph.exc import Unsupported, UserFrame
 from bytegraph.graph.backends import Backend, lookup_backend
+from bytegraph.recording import GraphReport, RecompileReport, Recording
+from bytegraph.translate.resume import is_entered_code
+
+__all__ = [
+    "BreakReason", "BreakReport", "EntryReport", "ExplainOutput", "GraphReport",
+    "RecompileReport", "explain", "report_of",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakReason:
+    """One break in the shape of torch's ``GraphCompileReason``."""
+
+    reason: str
+    user_stack: list[traceback.FrameSummary]  # outermost caller first, as in a traceback
+    graph_break: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,12 +67,26 @@ class BreakReport:
             lines.append(f"  no break possible, the frame ran as Python: {self.ran_as_python}")
         return "\n".join(lines)
 
+    def as_compile_reason(self) -> BreakReason:
+        stack = [
+            traceback.FrameSummary(f.filename, f.lineno, f.name, line=f.source_line)
+            for f in reversed(self.frames)
+        ]
+        return BreakReason(self.reason, stack)
+
 
 @dataclasses.dataclass(frozen=True)
-class GraphReport:
-    graph: torch.fx.GraphModule
-    ops: tuple[str, ...]
-    backend_seconds: float
+class EntryReport:
+    """One cache entry: the function it belongs to, its guards, graphs and break."""
+
+    function: str  # qualified name; a resume function's reads ``f.<resume at 12>``
+    filename: str
+    lineno: int  # the function's first line; a resume function's: where it continues
+    role: str  # "compiled" (handed to compile), "resume" or "callee"
+    guards: str
+    graphs: tuple[int, ...]  # indices into ExplainOutput.graphs
+    break_index: int | None  # index into ExplainOutput.breaks
+    compile_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,15 +99,55 @@ class ExplainOutput:
     guards: list[str]  # one block per cache entry
     graph_reports: list[GraphReport]
     trace_seconds: float
+    entries: list[EntryReport] = dataclasses.field(default_factory=list)
+    recompiles: list[RecompileReport] = dataclasses.field(default_factory=list)
 
     @property
     def backend_seconds(self) -> float:
         return sum(g.backend_seconds for g in self.graph_reports)
 
+    @property
+    def break_reasons(self) -> list[BreakReason]:
+        return [b.as_compile_reason() for b in self.breaks]
+
+    @property
+    def op_count(self) -> int:
+        return sum(len(ops) for ops in self.ops_per_graph)
+
+    @property
+    def out_guards(self) -> list[str]:
+        """Every guard of every entry, one readable condition each."""
+        return [line for block in self.guards for line in block.splitlines()]
+
+    @property
+    def compile_times(self) -> str:
+        """Seconds per compile of each function, as torch's ``compile_times`` table."""
+        times: dict[str, list[float]] = {}
+        for entry in self.entries:
+            times.setdefault(entry.function, []).append(entry.compile_seconds)
+        width = max((len(name) for name in times), default=8)
+        rows = [f"{'Function':<{width}}  Runtimes (s)"]
+        rows += [
+            f"{name:<{width}}  {', '.join(f'{s:.4f}' for s in seconds)}"
+            for name, seconds in times.items()
+        ]
+        return "bytegraph compilation metrics:\n" + "\n".join(rows)
+
+    def graph_owner(self, index: int) -> EntryReport | None:
+        """The entry whose code calls graph ``index``."""
+        return next((e for e in self.entries if index in e.graphs), None)
+
+    def to_html(self) -> str:
+        """This report as one self-contained HTML page (report_html.py)."""
+        from bytegraph.report_html import render_html
+
+        return render_html(self)
+
     def __str__(self) -> str:
         lines = [
             f"Graph count: {self.graph_count}",
             f"Graph break count: {self.graph_break_count}",
+            f"Op count: {self.op_count}",
             f"Trace time: {self.trace_seconds * 1e3:.1f} ms "
             f"(of which backend: {self.backend_seconds * 1e3:.1f} ms)",
         ]
@@ -73,77 +157,141 @@ class ExplainOutput:
             lines.append("Break reasons:")
             lines.extend(f"  {i + 1}. " + str(b).replace("\n", "\n     ")
                          for i, b in enumerate(self.breaks))
+        for i, report in enumerate(self.graph_reports):
+            owner = self.graph_owner(i)
+            lines.append(f"Code of graph {i}" + (f" (in {owner.function}):" if owner else ":"))
+            lines.extend(f"  {line}" for line in graph_code(report.graph).splitlines())
         for i, guard in enumerate(self.guards):
-            lines.append(f"Guards of cache entry {i}:")
+            entry = self.entries[i] if i < len(self.entries) else None
+            about = f" ({_describe_entry(entry)})" if entry else ""
+            lines.append(f"Guards of cache entry {i}{about}:")
             lines.extend(f"  {line}" for line in guard.splitlines())
+        if self.recompiles:
+            lines.append("Recompiles:")
+            lines.extend(f"  {_describe_recompile(r)}" for r in self.recompiles)
         return "\n".join(lines)
 
 
-class _RecordingBackend:
-    """Wraps a backend, keeping each graph and the time the backend took."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.graphs: list[GraphReport] = []
-        self.__name__ = getattr(backend, "__name__", "backend")
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        started = time.perf_counter()
-        compiled = self.backend(gm, example_inputs)
-        ops = tuple(_op_name(n) for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
-        self.graphs.append(GraphReport(gm, ops, time.perf_counter() - started))
-        return compiled
+def graph_code(gm: torch.fx.GraphModule) -> str:
+    """The graph's Python code (``gm.code``) without its surrounding blank lines."""
+    return gm.code.strip("\n").rstrip()
 
 
-def _op_name(node: torch.fx.Node) -> str:
-    target = node.target
-    if isinstance(target, str):
-        return f"Tensor.{target}"
-    module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__name__", repr(target))
-    return f"{module.replace('_operator', 'operator')}.{name}" if module else name
+def _describe_entry(entry: EntryReport) -> str:
+    where = f"{entry.filename}:{entry.lineno}"
+    role = {"resume": "resume function, continues at ", "callee": "callee at "}.get(entry.role, "")
+    return f"{entry.function}, {role}{where}, compiled in {entry.compile_seconds * 1e3:.1f} ms"
+
+
+def _describe_recompile(recompile: RecompileReport) -> str:
+    text = (f"{recompile.function} ({recompile.filename}:{recompile.lineno}): "
+            f"guard failed: {recompile.failed_guard}")
+    return text + (f"; {recompile.decided}" if recompile.decided else "")
 
 
 def explain(
     fn: Callable[..., Any], *, backend: str | Backend = "eager"
 ) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` compiles and runs ``fn`` once and reports."""
-    from bytegraph.api import CompiledModule, compile
+    from bytegraph.api import compile
 
-    recorder = _RecordingBackend(lookup_backend(backend))
+    backend_fn = lookup_backend(backend)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        compiled = compile(fn, backend=recorder)
-        compiled(*args, **kwargs)
-        root = compiled._compiled_forward if isinstance(compiled, CompiledModule) else compiled
-        entries = [e for f in _related(root) for e in f.entries]
-        breaks = [_break_report(e.breaks) for e in entries if e.breaks]
-        return ExplainOutput(
-            graphs=[g.graph for g in recorder.graphs],
-            graph_count=len(recorder.graphs),
-            graph_break_count=len(breaks),
-            breaks=breaks,
-            ops_per_graph=[list(g.ops) for g in recorder.graphs],
-            guards=[str(e.guard) for e in entries],
-            graph_reports=list(recorder.graphs),
-            trace_seconds=sum(e.compile_seconds for e in entries),
-        )
+        with Recording() as recording:
+            compiled = compile(fn, backend=backend_fn)
+            compiled(*args, **kwargs)
+        return report_of(recording)
 
     return run
 
 
-def _related(root: Any) -> list[Any]:
-    """The compiled function, its resume functions and compiled callees."""
-    seen: dict[int, Any] = {}
-    work = [root]
+def report_of(recording: Recording) -> ExplainOutput:
+    """The report of everything compiled while ``recording`` was active."""
+    graph_index = {id(g.graph): i for i, g in enumerate(recording.graphs)}
+    functions = _related([_compiled_function(r) for r in recording.roots])
+    roots = {id(_compiled_function(r)) for r in recording.roots}
+    entries, breaks, guards = [], [], []
+    for compiled, resume_line in functions:
+        for entry in reversed(compiled.entries):  # oldest first
+            break_index = None
+            if entry.breaks:
+                break_index = len(breaks)
+                breaks.append(_break_report(entry.breaks))
+            guards.append(str(entry.guard))
+            entries.append(_entry_report(
+                compiled, entry, resume_line, roots, graph_index, break_index, guards[-1]
+            ))
+    return ExplainOutput(
+        graphs=[g.graph for g in recording.graphs],
+        graph_count=len(recording.graphs),
+        graph_break_count=len(breaks),
+        breaks=breaks,
+        ops_per_graph=[list(g.ops) for g in recording.graphs],
+        guards=guards,
+        graph_reports=list(recording.graphs),
+        trace_seconds=sum(e.compile_seconds for e in entries),
+        entries=entries,
+        recompiles=list(recording.recompiles),
+    )
+
+
+def _entry_report(
+    compiled: Any, entry: Any, resume_line: int | None, roots: set[int],
+    graph_index: dict[int, int], break_index: int | None, guards: str,
+) -> EntryReport:
+    code = compiled.fn.__code__
+    role = "compiled" if id(compiled) in roots else "callee"
+    if resume_line is not None:
+        role = "resume"
+    return EntryReport(
+        function=code.co_qualname,
+        filename=code.co_filename,
+        lineno=resume_line if resume_line is not None else code.co_firstlineno,
+        role=role,
+        guards=guards,
+        graphs=tuple(graph_index[id(g)] for g in entry.graphs if id(g) in graph_index),
+        break_index=break_index,
+        compile_seconds=entry.compile_seconds,
+    )
+
+
+def _compiled_function(root: Any) -> Any:
+    """The CompiledFunction behind what ``compile`` returned (a module's forward, a method)."""
+    root = getattr(root, "_compiled_forward", root)
+    return root.__func__ if isinstance(root, types.MethodType) else root
+
+
+def _related(roots: list[Any]) -> list[tuple[Any, int | None]]:
+    """The compiled functions, their resume functions and compiled callees, each once, with
+    the line a resume function continues at (None for the others)."""
+    seen: dict[int, tuple[Any, int | None]] = {}
+    work = collections.deque(roots)  # breadth first: roughly the order they compiled in
     while work:
-        compiled = work.pop()
+        compiled = work.popleft()
         if id(compiled) in seen:
             continue
-        seen[id(compiled)] = compiled
+        seen[id(compiled)] = (compiled, resume_line(compiled.fn.__code__))
         work.extend(compiled.resume_cache.values())
         work.extend(compiled.context.callee_cache.values())
+        work.extend(c for c in compiled.router.compiled() if c is not compiled)
     return list(seen.values())
+
+
+def resume_line(code: types.CodeType) -> int | None:
+    """The user's line where a resume function's code continues; None for other code.
+
+    A resume function's prologue (translate/resume.py) ends with a jump to its
+    target instruction, which keeps the original code's line.
+    """
+    if not is_entered_code(code):
+        return None
+    instructions = list(dis.get_instructions(code))
+    jump = next((i for i in instructions if i.opname.startswith("JUMP")), None)
+    if jump is None:
+        return None
+    target = next((i for i in instructions if i.offset == jump.argval), None)
+    return target.positions.lineno if target is not None and target.positions else None
 
 
 def _break_report(reasons: tuple[Exception, ...]) -> BreakReport:

@@ -63,6 +63,10 @@ class Router:
         """Route calls of ``fn`` to ``compiled`` (the compiled function that owns the router)."""
         self.functions[fn] = compiled
 
+    def compiled(self) -> list[Any]:
+        """Every compiled wrapper this router made or was seeded with (for reports)."""
+        return [*self.functions.values(), *self._forwards.values()]
+
     def _make_route(self) -> Callable[[Any], Any]:
         functions, classes, first_function = self.functions, self._classes, self._first_function
         first_class = self._first_class
