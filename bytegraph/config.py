@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 recompile_limit: int = 8
 """Cache entries per code object before it runs as plain Python."""
 
@@ -35,3 +37,10 @@ capture_dynamic_output_shape_ops: bool = False
 ``x[mask]`` with a boolean mask, ``unique``, ``masked_select``): the size is an
 unbacked symbol of the trace's ShapeEnv. On, every trace runs on fake tensors
 (``graph/shapes.py``), which costs trace time. Off: each such op is a graph break."""
+
+dump_dir: str | None = os.environ.get("BYTEGRAPH_DUMP") or None
+"""A folder: every compiled frame and resume function is written there as one readable
+Python file (dump.py): its guards with the user's lines, FX graph, transformed code and
+resume functions decompiled, and the source lines they came from. The environment
+variable ``BYTEGRAPH_DUMP=folder`` sets it at import. None: nothing is written, and
+nothing is checked on the call path."""

@@ -72,6 +72,8 @@ class OutputGraph:
         self.shapes: ShapeSession | None = None
         # an op was recorded under a try block: failing at run time, it must reach a handler
         self.ops_in_try = False
+        # Called with each guard when first installed; set only while dumping (dump.py).
+        self.on_new_guard: Any = None
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""
@@ -95,7 +97,8 @@ class OutputGraph:
 
     def add_guard(self, kind: GuardKind, source: Source, expected: Any = None) -> None:
         guard = Guard(kind, source, expected)
-        self.guards.setdefault(guard.key, guard)
+        if self.guards.setdefault(guard.key, guard) is guard and self.on_new_guard is not None:
+            self.on_new_guard(guard)
 
     def add_input(
         self, source: Source, example: Any, meta: Any = None, fake: Any = None

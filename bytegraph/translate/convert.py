@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from bytegraph import logs
+from bytegraph import config, logs
 from bytegraph.bytecode.instructions import decode
 from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.escapes import emit_raise
@@ -143,6 +143,10 @@ def _translator(
     **break_point: Any,
 ) -> InstructionTranslator:
     output = OutputGraph()
+    if config.dump_dir is not None:
+        from bytegraph.dump import GuardOrigins
+
+        output.on_new_guard = GuardOrigins()
     if dynamic or ShapeSession.captures_data():
         output.shapes = ShapeSession(dynamic)
     cells = {
@@ -268,7 +272,12 @@ def _entry(
         (g.source, g.expected.shape) for g in output.guards.values()
         if g.kind is GuardKind.TENSOR_MATCH
     )
-    return CacheEntry(guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs)
+    entry = CacheEntry(guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs)
+    if config.dump_dir is not None:
+        from bytegraph.dump import dump_entry
+
+        dump_entry(config.dump_dir, fn, entry, output)
+    return entry
 
 
 def _detached(breaks: tuple[Unsupported, ...]) -> tuple[Unsupported, ...]:
