@@ -121,18 +121,21 @@ class SideEffects:
         mutation = vt.mutation_type
         if mutation is None:
             raise Unsupported(
-                "side_effect", f"mutation of {vt}, which the trace treats as immutable"
+                "immutable_value_mutation", f"mutation of {vt}, which the trace treats as immutable"
             )
         if self.scope > TOP_SCOPE and mutation.scope != self.scope:
             raise Unsupported(
-                "side_effect",
+                "side_effect_in_higher_order_body",
                 f"mutation of {vt}, created outside the higher-order op being traced "
                 f"(created in scope {mutation.scope}, mutated in scope {self.scope})",
             )
 
     def _check_global_write(self, name: str) -> None:
         if self.scope > TOP_SCOPE:
-            raise Unsupported("side_effect", f"write to global {name!r} inside a higher-order op")
+            raise Unsupported(
+                "side_effect_in_higher_order_body",
+                f"write to global {name!r} inside a higher-order op",
+            )
 
     # -- containers -------------------------------------------------------
     def contents(self, vt: VariableTracker, initial: Any) -> Any:

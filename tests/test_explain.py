@@ -14,7 +14,7 @@ import torch
 from source_lines import line_of, source_of
 
 import bytegraph
-from bytegraph.exc import BREAK_KINDS
+from bytegraph.catalogue import CATALOGUE
 
 THIS_FILE = os.path.abspath(__file__)
 
@@ -110,7 +110,7 @@ def test_one_break(capsys) -> None:
     (brk,) = out.breaks
     assert brk.kind == "unsupported_call"
     assert brk.reason
-    assert brk.hint == BREAK_KINDS["unsupported_call"].hint
+    assert brk.hint == CATALOGUE["print_or_logging"].hint
     assert brk.ran_as_python is None
     (frame,) = brk.frames
     assert os.path.abspath(frame.filename) == THIS_FILE
@@ -145,7 +145,7 @@ def test_two_breaks_in_order() -> None:
     assert second.kind == "explicit"
     assert second.frames[0].lineno == line_of(two_breaks, "graph_break()")
     assert second.frames[0].source_line == "bytegraph.graph_break()"
-    assert second.hint == BREAK_KINDS["explicit"].hint
+    assert second.hint == CATALOGUE["explicit_graph_break"].hint
     assert len(out.guards) == 3
     text = str(out)
     for b in out.breaks:

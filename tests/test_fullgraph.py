@@ -15,7 +15,7 @@ import torch
 from source_lines import line_of, source_of
 
 import bytegraph
-from bytegraph.exc import BREAK_KINDS
+from bytegraph.catalogue import CATALOGUE
 
 THIS_FILE = os.path.abspath(__file__)
 
@@ -75,11 +75,12 @@ def test_print_raises_with_reason_and_place(capsys) -> None:
     err = raises(compiled, torch.randn(3))
     message = str(err)
     line = line_of(prints, "print(")
-    assert err.kind == "unsupported_call"
+    assert err.kind == "unsupported_call" and err.entry.name == "print_or_logging"
     assert err.detail in message
+    assert f"[{err.entry.id} print_or_logging]" in message
     assert f"{THIS_FILE}:{line}" in message
     assert source_of(prints, "print(") in message
-    assert BREAK_KINDS["unsupported_call"].hint in message
+    assert CATALOGUE["print_or_logging"].hint in message
     assert err.frames[0].lineno == line
     assert capsys.readouterr().out == ""  # nothing of the function ran
 
@@ -97,7 +98,7 @@ def test_first_break_is_the_one_reported() -> None:
 def test_data_dependent_branch_raises() -> None:
     compiled = bytegraph.compile(branches_on_data, backend="eager", fullgraph=True)
     err = raises(compiled, torch.randn(3))
-    assert err.kind == "data_dependent"
+    assert err.kind == "data_dependent" and err.entry.name == "data_dependent_branch"
     assert f"{THIS_FILE}:{line_of(branches_on_data, 'if y.sum()')}" in str(err)
     assert "if y.sum() > 0:" in str(err)
 

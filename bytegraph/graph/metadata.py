@@ -155,16 +155,18 @@ def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) 
     except Unsupported:
         raise
     except Exception as e:  # the op failed, has no fake kernel, or its shape needs data
-        reason = data_dependent_reason(name, e)
-        if reason is not None:
-            raise Unsupported("data_dependent", reason) from e
+        refused = data_dependent_break(name, e)
+        if refused is not None:
+            raise refused from e
         raise Unsupported(
-            "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
+            "op_failed_on_metadata", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e
     env = fake_mode.shape_env
     captures = env.allow_scalar_outputs or env.allow_dynamic_output_shape_ops
     if not captures and free_unbacked_symbols(result):  # a size or value the data decides
-        raise Unsupported("data_dependent", f"{name} gives a result the tensor's data decides")
+        raise Unsupported(
+            "data_dependent_result", f"{name} gives a result the tensor's data decides"
+        )
     if env.pending_fresh_unbacked_symbols:
         # The symbols this op made are bound to its result: left pending, a backend's
         # own trace on this ShapeEnv (AOTAutograd) would take them for its own.
@@ -172,10 +174,10 @@ def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) 
     return result
 
 
-def data_dependent_reason(name: str, error: BaseException) -> str | None:
-    """Why an op failed if it needs the tensor's values (the fake mode refused it, or a
-    decision needs a value only the data fixes), naming the switch that would keep it
-    in the graph; None for any other failure."""
+def data_dependent_break(name: str, error: BaseException) -> Unsupported | None:
+    """The break for an op that failed because it needs the tensor's values (the fake
+    mode refused it, or a decision needs a value only the data fixes), naming the
+    switch that would keep it in the graph; None for any other failure."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -183,23 +185,28 @@ def data_dependent_reason(name: str, error: BaseException) -> str | None:
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     if isinstance(error, DynamicOutputShapeException):
-        return (
+        return Unsupported(
+            "dynamic_output_shape",
             f"{name} makes a tensor whose size depends on the tensor's values "
             f"({error.args[0] if error.args else 'a dynamic output shape'}); set "
-            "bytegraph.config.capture_dynamic_output_shape_ops = True to keep it in the graph"
+            "bytegraph.config.capture_dynamic_output_shape_ops = True to keep it in the graph",
         )
     if isinstance(error, DataDependentOutputException):
-        return (
+        return Unsupported(
+            "data_dependent_result",
             f"{name} reads a tensor's value into Python; set "
-            "bytegraph.config.capture_scalar_outputs = True to keep it in the graph"
+            "bytegraph.config.capture_scalar_outputs = True to keep it in the graph",
         )
     if isinstance(error, GuardOnDataDependentSymNode):
-        return f"{name} needs to decide on a value only the tensor's data fixes"
+        return Unsupported(
+            "unbacked_value_needed",
+            f"{name} needs to decide on a value only the tensor's data fixes",
+        )
     return None
 
 
-def _diagnose_on_fake(kind: str, target: Any, args: tuple, kwargs: dict) -> str | None:
-    """The data-dependent reason an op that failed on meta tensors fails for, found by
+def _diagnose_on_fake(kind: str, target: Any, args: tuple, kwargs: dict) -> Unsupported | None:
+    """The data-dependent break an op that failed on meta tensors fails for, found by
     running it again on fake tensors that refuse data-dependent results (a failure
     path only: it costs a fake mode and a copy of the arguments)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -213,7 +220,7 @@ def _diagnose_on_fake(kind: str, target: Any, args: tuple, kwargs: dict) -> str 
         with fake_mode:
             fn(*(args[1:] if kind == "call_method" else args), **kwargs)
     except Exception as e:  # noqa: BLE001  (only a data-dependent failure is of interest)
-        return data_dependent_reason(getattr(target, "__name__", target), e)
+        return data_dependent_break(getattr(target, "__name__", target), e)
     return None
 
 
@@ -295,11 +302,11 @@ def _run_uncached(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
         raise
     except Exception as e:  # the op itself failed, has no meta kernel, or needs data
         name = getattr(target, "__name__", target)
-        reason = _diagnose_on_fake(kind, target, args, kwargs)
-        if reason is not None:
-            raise Unsupported("data_dependent", reason) from e
+        refused = _diagnose_on_fake(kind, target, args, kwargs)
+        if refused is not None:
+            raise refused from e
         raise Unsupported(
-            "operator_failed", f"{name} failed on metadata: {type(e).__name__}: {e}"
+            "op_failed_on_metadata", f"{name} failed on metadata: {type(e).__name__}: {e}"
         ) from e
 
 
@@ -383,7 +390,7 @@ def _refuse_overlapping_write(kind: str, target: Any, args: tuple, kwargs: dict)
     ) or any(_shares_memory_refused(name, written, source) for source in sources)
     if refused:
         raise Unsupported(
-            "operator_failed",
+            "op_refused_in_eager",
             f"{name} writes into a tensor whose memory overlaps itself or another "
             "argument (an expand, a transposed copy...), which eager usually refuses",
         )
@@ -437,7 +444,7 @@ def _refuse_mixed_dtypes(kind: str, target: Any, args: tuple, kwargs: dict) -> N
     }
     if len(dtypes) > 1:
         names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
-        raise Unsupported("operator_failed", f"{name} of tensors of mixed dtypes ({names})")
+        raise Unsupported("op_refused_in_eager", f"{name} of tensors of mixed dtypes ({names})")
 
 
 def _device_args_to_meta(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple:

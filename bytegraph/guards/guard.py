@@ -48,7 +48,7 @@ class TensorSnapshot:
         if t.layout is not torch.strided or t.is_nested or t.is_quantized:
             kind = "nested" if t.is_nested else "quantized" if t.is_quantized else str(t.layout)
             detail = f"a {kind} tensor (only strided ones are traced)"
-            raise Unsupported("unsupported_value", detail)
+            raise Unsupported("unsupported_tensor_kind", detail)
         return TensorSnapshot(
             type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad,
             t.is_leaf, dynamic,

@@ -195,7 +195,7 @@ def _compile(
         on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn)
         if output.ops_in_try and (on_error is None or on_error.rerun is None):
             raise Unsupported(
-                "side_effect",
+                "op_in_try_not_rerunnable",
                 "an op under a try block, in a graph that cannot rerun as Python if it fails "
                 "(it writes into an input or draws random numbers): its error would miss "
                 "the handler",

@@ -40,9 +40,9 @@ def inline_call(
 
     code = fn.code()
     if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
-        raise Unsupported("unsupported_call", f"async function {code.co_name}")
+        raise Unsupported("coroutine_call", f"async function {code.co_name}")
     if tx.inline_depth >= config.inline_depth_limit:
-        raise Unsupported("inline_limit", f"inlining {code.co_name} at depth {tx.inline_depth}")
+        raise Unsupported("inline_depth", f"inlining {code.co_name} at depth {tx.inline_depth}")
     positional_defaults, keyword_defaults = fn.defaults(tx)
     symbolic_locals = bind_arguments(code, args, kwargs, positional_defaults, keyword_defaults)
     child = InliningInstructionTranslator(
@@ -79,7 +79,7 @@ def bind_arguments(
     varkw_name = names[rest + bool(varargs_name)] if code.co_flags & CO_VARKEYWORDS else None
 
     def fail(why: str) -> Unsupported:
-        return Unsupported("unsupported_call", f"{code.co_name}() {why} (TypeError in eager)")
+        return Unsupported("call_raises_type_error", f"{code.co_name}() {why} (TypeError in eager)")
 
     bound: dict[str, VariableTracker] = dict(zip(positional_names, args))
     extra_positional = args[npos:]

@@ -307,7 +307,7 @@ def instruction_exits(
         return []
     effect = _STACK_EFFECTS.get(inst.opname)
     if effect is None:
-        raise Unsupported("unsupported_opcode", f"cannot break the graph at {inst.opname}")
+        raise Unsupported("break_impossible", f"cannot break the graph at {inst.opname}")
     pops, pushes = effect(inst.arg or 0)
     pushed = (False,) * pushes if isinstance(pushes, int) else pushes
     return [(None, inst.index + 1, (pops, pushed))]

@@ -61,7 +61,7 @@ def _missing(opname: str) -> Handler:
     reason = UNSUPPORTED.get(opname, "no handler")
 
     def missing(tx: Any, inst: Any) -> None:
-        raise Unsupported("unsupported_opcode", f"opcode {opname} ({reason})")
+        raise Unsupported("opcode_unsupported", f"opcode {opname} ({reason})")
 
     missing.__name__ = f"missing_{opname}"
     return missing

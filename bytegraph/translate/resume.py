@@ -272,7 +272,7 @@ def _set_try_depths(base: types.CodeType, body: list[Any]) -> None:
                 start -= 1
                 depth = depths.get((start, target))
             if depth is None:
-                raise Unsupported("unsupported_opcode", "an exception-table entry not found")
+                raise Unsupported("break_impossible", "an exception-table entry not found")
             item.stack_depth = depth
 
 
@@ -286,7 +286,7 @@ def _abstract_index(base: types.CodeType, body: list[Any], index: int) -> int:
             if seen == wanted:
                 return position
             seen += 1
-    raise Unsupported("unsupported_opcode", f"resume target {index} not found")
+    raise Unsupported("break_impossible", f"resume target {index} not found")
 
 
 # -- the code a break emits -----------------------------------------------------
@@ -320,7 +320,7 @@ def plan_break(tx: InstructionTranslator, inst: Instruction) -> BreakPlan:
     exits = []
     for label, target, (pops, pushed) in instruction_exits(inst):
         if pops > len(stack):
-            raise Unsupported("unsupported_opcode", f"{inst.opname} pops below the stack")
+            raise Unsupported("break_impossible", f"{inst.opname} pops below the stack")
         exits.append((label, target, nulls[: len(stack) - pops] + pushed))
     bound = _bound(tx)
     absorbed: tuple[Instruction, ...] = ()
@@ -417,7 +417,7 @@ def _check_breakable(tx: InstructionTranslator, index: int) -> None:
     if reason is None and not isinstance(exc_info(tx), OuterExceptionVariable):
         reason = "inside an except or finally block while it handles an exception"
     if reason is not None:
-        raise Unsupported("unsupported_opcode", f"cannot break the graph here: {reason}")
+        raise Unsupported("break_impossible", f"cannot break the graph here: {reason}")
 
 
 def _tail_plan(

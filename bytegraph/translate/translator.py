@@ -84,7 +84,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         from bytegraph.variables.builder import wrap
 
         if name not in self.frame_values:
-            raise Unsupported("unsupported_value", f"local {name!r} read before assignment")
+            raise Unsupported("unbound_name", f"local {name!r} read before assignment")
         vt = self.symbolic_locals[name] = wrap(self, self.frame_values[name], LocalSource(name))
         return vt
 
@@ -108,7 +108,7 @@ class InstructionTranslatorBase(metaclass=BytecodeDispatchTableMeta):
         inst = self.current_inst
         if error.vetted is not self:
             raise Unsupported(
-                "unsupported_call",
+                "protocol_exception",
                 f"{error.exc.exc_type.__name__} raised where a protocol may catch it",
             )
         entry = self.decoded.handler_for(inst.index)

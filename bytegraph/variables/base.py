@@ -61,7 +61,7 @@ class VariableTracker:
     mutation_type: MutationType | None = dataclasses.field(default=None, kw_only=True)
 
     def python_type(self) -> type:
-        raise Unsupported("unsupported_value", f"type of {self}")
+        raise Unsupported("unmodelled_value", f"type of {self}")
 
     def is_python_constant(self) -> bool:
         try:
@@ -71,10 +71,10 @@ class VariableTracker:
         return True
 
     def as_python_constant(self) -> Any:
-        raise Unsupported("unsupported_value", f"{self} is not a Python constant")
+        raise Unsupported("not_a_constant", f"{self} is not a Python constant")
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+        raise Unsupported("unknown_attribute", f"attribute {name!r} of {self}")
 
     def call_function(
         self,
@@ -82,7 +82,7 @@ class VariableTracker:
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        raise Unsupported("unsupported_call", f"call of {self}")
+        raise Unsupported("opaque_object_call", f"call of {self}")
 
     def call_method(
         self,
@@ -91,11 +91,11 @@ class VariableTracker:
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+        raise Unsupported("unsupported_method", f"method {name!r} of {self}")
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
         """The items, for unpacking and iteration; raises if not a known sequence."""
-        raise Unsupported("unsupported_value", f"iteration over {self}")
+        raise Unsupported("unknown_iteration", f"iteration over {self}")
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         """``bool(value)`` decided at trace time, or Unsupported."""
@@ -106,7 +106,7 @@ class VariableTracker:
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
-        raise Unsupported("unsupported_value", f"cannot rebuild {self} in generated code")
+        raise Unsupported("unrebuildable_value", f"cannot rebuild {self} in generated code")
 
     def __repr__(self) -> str:
         fields = [

@@ -338,7 +338,7 @@ def _wrap_tensor(
     tx: InstructionTranslatorBase, value: torch.Tensor, source: Source
 ) -> VariableTracker:
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise Unsupported("unsupported_value", f"tensor subclass {type(value).__name__}")
+        raise Unsupported("unsupported_tensor_kind", f"tensor subclass {type(value).__name__}")
     output = tx.output
     seen = output.tensor_by_id.get(id(value))
     if seen is not None:  # the same tensor through a second source: one graph input
@@ -395,4 +395,4 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ClassVariable(value)
     if is_builtin_callable(value):
         return BuiltinVariable(value)
-    raise Unsupported("unsupported_value", f"a {type(value).__name__} computed at trace time")
+    raise Unsupported("trace_time_value", f"a {type(value).__name__} computed at trace time")

@@ -127,7 +127,7 @@ class BuiltinVariable(VariableTracker):
         from bytegraph.variables.builder import wrap_constant_result
 
         if not isinstance(self.fn, type) or not hasattr(self.fn, name):
-            raise Unsupported("unsupported_value", f"attribute {name!r} of {_name(self.fn)}")
+            raise Unsupported("unknown_attribute", f"attribute {name!r} of {_name(self.fn)}")
         if name == "fromkeys" and self.fn in _FROMKEYS_CLASSES:
             return BuiltinVariable(self.fn.fromkeys)  # the real classmethod, bound to the class
         return wrap_constant_result(getattr(self.fn, name))
@@ -208,7 +208,7 @@ def check_arguments(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
     bounds = _ARITY.get(fn)
     if bounds is not None:
         if not bounds[0] <= len(args) <= bounds[1]:
-            raise Unsupported("unsupported_call", f"{_name(fn)}() with {len(args)} arguments")
+            raise Unsupported("call_raises_type_error", f"{_name(fn)}() with {len(args)} arguments")
         return
     if fn not in _SIGNATURES:
         try:
@@ -221,7 +221,9 @@ def check_arguments(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
     try:
         signature.bind(*args, **kwargs)
     except TypeError as e:
-        raise Unsupported("unsupported_call", f"{_name(fn)}(): {e} (TypeError in eager)") from None
+        raise Unsupported(
+            "call_raises_type_error", f"{_name(fn)}(): {e} (TypeError in eager)"
+        ) from None
 
 
 def _name(fn: Any) -> str:
@@ -258,10 +260,10 @@ def fold(
         args = [_materialized(tx, a) for a in args]
     every = [*args, *kwargs.values()]
     if not all(is_python_constant_now(tx, a) for a in every):
-        raise Unsupported("unsupported_call", f"{_name(fn)} on {args}")
+        raise Unsupported("builtin_arguments", f"{_name(fn)} on {args}")
     mutable = any(_mutable(a) for a in every)
     if mutable and fn in _MUTATING_OPERATORS:
-        raise Unsupported("unsupported_call", f"{_name(fn)} changing a container in place")
+        raise Unsupported("builtin_arguments", f"{_name(fn)} changing a container in place")
     values = [python_constant(tx, a) for a in args]
     kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
     try:
@@ -271,7 +273,7 @@ def fold(
 
         raise_python_error(tx, e, _name(fn))
     if mutable and not is_constant_value(result):  # it may be (or hold) a copied argument
-        raise Unsupported("unsupported_call", f"{_name(fn)} returned a mutable value")
+        raise Unsupported("builtin_arguments", f"{_name(fn)} returned a mutable value")
     return wrap_constant_result(result)
 
 
@@ -337,7 +339,7 @@ def _repeat(tx, args, kwargs) -> VariableTracker | None:
         return None
     n = count.as_python_constant()
     if not isinstance(n, int):
-        raise Unsupported("unsupported_value", f"repeating a sequence {n!r} times")
+        raise Unsupported("size_limit", f"repeating a sequence {n!r} times")
     items = seq.items_now(tx) * n
     if _sequence_kind(seq) is tuple and not isinstance(seq, SizeVariable):
         return TupleVariable(items)  # a named tuple repeated is a plain tuple
@@ -469,7 +471,7 @@ def _delitem(tx, args, kwargs) -> VariableTracker | None:
     if isinstance(args[0], (ListVariable, DictVariable)):
         return args[0].call_method(tx, "__delitem__", args[1:], {})
     if isinstance(args[0], TensorVariable):
-        raise Unsupported("unsupported_value", "del of a tensor item (raises in eager)")
+        raise Unsupported("operation_raises", "del of a tensor item (raises in eager)")
     return None
 
 

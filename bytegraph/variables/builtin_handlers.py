@@ -61,14 +61,14 @@ def _len(tx: Tx, args, kwargs) -> VariableTracker | None:
     (value,) = args
     if _is_tensor(value):
         if not value.shape:
-            raise Unsupported("unsupported_value", "len() of a 0-d tensor (raises in eager)")
+            raise Unsupported("operation_raises", "len() of a 0-d tensor (raises in eager)")
         from bytegraph.variables.symbolic import size_item
 
         return size_item(tx, value.node, 0, value.shape[0])
     if isinstance(value, ConstantVariable):
         return None  # fold: len("abc"), len(range(3))
     if not hasattr(value.python_type(), "__len__"):
-        raise Unsupported("unsupported_value", f"len() of {value} (TypeError in eager)")
+        raise Unsupported("operation_raises", f"len() of {value} (TypeError in eager)")
     return value.call_method(tx, "__len__", [], {})
 
 
@@ -82,7 +82,7 @@ def _isinstance(tx: Tx, args, kwargs) -> VariableTracker:
     try:
         return ConstantVariable(isinstance_of(value, python_constant(tx, classes)))
     except TypeError as e:
-        raise Unsupported("unsupported_value", f"isinstance raised {e}") from None
+        raise Unsupported("operation_raises", f"isinstance raised {e}") from None
 
 
 def _type(tx: Tx, args, kwargs) -> VariableTracker | None:
@@ -90,7 +90,7 @@ def _type(tx: Tx, args, kwargs) -> VariableTracker | None:
     from bytegraph.variables.exceptions import ExceptionInstanceVariable
 
     if len(args) != 1 or kwargs:
-        raise Unsupported("unsupported_call", "type() making a class")
+        raise Unsupported("object_creation", "type() making a class")
     if isinstance(args[0], ExceptionInstanceVariable):  # a user class, read through its source
         return args[0].class_vt()
     return wrap_constant_result(args[0].python_type())
@@ -146,7 +146,7 @@ def _callable(tx: Tx, args, kwargs) -> VariableTracker:
 def _refuse_tensor(what: str):
     def handler(tx: Tx, args, kwargs) -> VariableTracker | None:
         if any(_is_tensor(a) for a in args):
-            raise Unsupported("data_dependent", f"{what}() of a tensor reads its value")
+            raise Unsupported("scalar_conversion", f"{what}() of a tensor reads its value")
         return None  # fold
 
     return handler
@@ -195,13 +195,13 @@ def _next(tx: Tx, args, kwargs) -> VariableTracker:
     if isinstance(iterator, GeneratorVariable):  # StopIteration carries its return value
         return iterator.call_next(tx, args[1] if len(args) == 2 else None)
     if not isinstance(iterator, IteratorVariable):
-        raise Unsupported("unsupported_value", f"next() of {iterator}")
+        raise Unsupported("unknown_iteration", f"next() of {iterator}")
     item = iterator.next_item(tx)
     if item is None:
         if len(args) == 2:
             return args[1]
         if type(iterator) not in _builtin_iterators():  # a generator's may carry a value
-            raise Unsupported("unsupported_value", "next() of an exhausted iterator")
+            raise Unsupported("operation_raises", "next() of an exhausted iterator")
         from bytegraph.translate.ops.exceptions import raise_as_eager
 
         raise_as_eager(tx, "next", next, iter(()))
@@ -211,7 +211,7 @@ def _next(tx: Tx, args, kwargs) -> VariableTracker:
 def _enumerate(tx: Tx, args, kwargs) -> VariableTracker:
     start = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
     if not isinstance(start.as_python_constant(), int):
-        raise Unsupported("unsupported_value", "enumerate start is not an int")
+        raise Unsupported("not_a_constant", "enumerate start is not an int")
     state = (iterate(tx, args[0]), ConstantVariable(start.as_python_constant()))
     return EnumerateIteratorVariable(state, mutation_type=NEW_VALUE)
 
@@ -220,7 +220,7 @@ def _zip(tx: Tx, args, kwargs) -> VariableTracker:
     kwargs = dict(kwargs)
     strict = kwargs.pop("strict", ConstantVariable(False))
     if kwargs:
-        raise Unsupported("unsupported_call", "zip() with unknown keywords")
+        raise Unsupported("builtin_arguments", "zip() with unknown keywords")
     iterators = tuple(iterate(tx, a) for a in args)
     strict_flag = ConstantVariable(bool(strict.as_python_constant()))
     return ZipIteratorVariable((strict_flag, *iterators), mutation_type=NEW_VALUE)
@@ -228,7 +228,7 @@ def _zip(tx: Tx, args, kwargs) -> VariableTracker:
 
 def _map(tx: Tx, args, kwargs) -> VariableTracker:
     if len(args) < 2 or kwargs:
-        raise Unsupported("unsupported_call", "map() needs a function and iterables")
+        raise Unsupported("builtin_arguments", "map() needs a function and iterables")
     state = (args[0], *(iterate(tx, a) for a in args[1:]))
     return MapIteratorVariable(state, mutation_type=NEW_VALUE)
 
@@ -243,9 +243,9 @@ def _reversed(tx: Tx, args, kwargs) -> VariableTracker:
     cls = value.python_type()
     sequence = hasattr(cls, "__getitem__") and hasattr(cls, "__len__")
     if not (hasattr(cls, "__reversed__") or sequence):
-        raise Unsupported("unsupported_value", f"reversed() of a {cls.__name__} (TypeError)")
+        raise Unsupported("operation_raises", f"reversed() of a {cls.__name__} (TypeError)")
     if isinstance(value, IteratorVariable):
-        raise Unsupported("unsupported_value", "reversed() of an iterator (TypeError)")
+        raise Unsupported("operation_raises", "reversed() of an iterator (TypeError)")
     return iterate_reversed(tx, value)
 
 
@@ -282,7 +282,7 @@ def _defaultdict(tx: Tx, args, kwargs) -> VariableTracker | None:
     factory = args[0]
     if not (factory.is_python_constant() and factory.as_python_constant() is None):
         if not _callable(tx, [factory], {}).value:
-            raise Unsupported("unsupported_value", "defaultdict factory is not callable")
+            raise Unsupported("operation_raises", "defaultdict factory is not callable")
     new = DictVariable({}, collections.defaultdict, factory, mutation_type=NEW_VALUE)
     new.call_method(tx, "update", list(args[1:]), kwargs)
     return new
@@ -308,7 +308,7 @@ def _frozenset(tx: Tx, args, kwargs) -> VariableTracker | None:
     value = iterable_argument(tx, args[0])
     if isinstance(value, SetRecipe):
         if not value.exact:
-            raise Unsupported("unsupported_value", "frozenset of a set whose table is unknown")
+            raise Unsupported("set_order_unknown", "frozenset of a set whose table is unknown")
         value = value.build()
     return ConstantVariable(frozenset(value))
 
@@ -339,7 +339,7 @@ def _min_max(pick: Any):
         key = kwargs.pop("key", None)
         default = kwargs.pop("default", None)
         if kwargs or (default is not None and len(args) > 1):
-            raise Unsupported("unsupported_call", f"{pick.__name__}() with these arguments")
+            raise Unsupported("builtin_arguments", f"{pick.__name__}() with these arguments")
         items = _items(tx, args[0]) if len(args) == 1 else list(args)
         if not items:
             if default is None:
@@ -375,14 +375,14 @@ def _any_all(want: bool):
 
 def _sorted(tx: Tx, args, kwargs) -> VariableTracker:
     if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
-        raise Unsupported("unsupported_call", "sorted() with unexpected arguments")
+        raise Unsupported("builtin_arguments", "sorted() with unexpected arguments")
     items = sort_items(tx, _items(tx, args[0]), kwargs.get("key"), kwargs.get("reverse"))
     return ListVariable(tuple(items), mutation_type=NEW_VALUE)
 
 
 def _reduce(tx: Tx, args, kwargs) -> VariableTracker:
     if kwargs or not 2 <= len(args) <= 3:
-        raise Unsupported("unsupported_call", "functools.reduce with unexpected arguments")
+        raise Unsupported("builtin_arguments", "functools.reduce with unexpected arguments")
     fn, iterator = args[0], iterate(tx, args[1])
     total = args[2] if len(args) == 3 else iterator.next_item(tx)
     if total is None:
@@ -415,7 +415,7 @@ def _make_getter(cls: type):
         values = [python_constant(tx, a) for a in args]
         kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
         if not all(is_constant_value(v) for v in (*values, *kw_values.values())):
-            raise Unsupported("unsupported_value", f"{cls.__name__} of non-constants")
+            raise Unsupported("not_a_constant", f"{cls.__name__} of non-constants")
         return BuiltinVariable(cls(*values, **kw_values))
 
     return handler
@@ -460,7 +460,7 @@ def _apply_methodcaller(tx: Tx, caller: Any, args, kwargs) -> VariableTracker:
 def _apply_descriptor(tx: Tx, descriptor: Any, args, kwargs) -> VariableTracker:
     """``str.join(sep, xs)``, ``list.append(xs, x)``: the method of the first argument."""
     if not args or not isinstance_of(args[0], descriptor.__objclass__):
-        raise Unsupported("unsupported_call", f"{descriptor} on {args} (TypeError in eager)")
+        raise Unsupported("call_raises_type_error", f"{descriptor} on {args} (TypeError in eager)")
     return args[0].var_getattr(tx, descriptor.__name__).call_function(tx, args[1:], kwargs)
 
 

@@ -59,7 +59,7 @@ class ConstantVariable(PythonValueVariable):
             value = getattr(self.value, name)
         except AttributeError:  # getattr(None, name, default) handles this one
             raise Unsupported(
-                "unsupported_value", f"{type(self.value).__name__} has no attribute {name!r}"
+                "operation_raises", f"{type(self.value).__name__} has no attribute {name!r}"
             ) from None
         return wrap_constant_result(value)
 
@@ -71,7 +71,7 @@ class ConstantVariable(PythonValueVariable):
             values = list(self.value)
         except TypeError:
             raise Unsupported(
-                "unsupported_value", f"iteration over a {type(self.value).__name__} (TypeError)"
+                "operation_raises", f"iteration over a {type(self.value).__name__} (TypeError)"
             ) from None
         return [wrap_constant_result(v) for v in values]
 

@@ -48,7 +48,7 @@ def store_contents(tx: InstructionTranslatorBase, vt: VariableTracker, contents:
 
 def _refuse_if_mutated(vt: VariableTracker) -> None:
     if vt in _MUTATED:
-        raise Unsupported("unsupported_value", f"{vt} was mutated: read it with the translator")
+        raise Unsupported("unrebuildable_value", f"{vt} was mutated: read it with the translator")
 
 
 def _is_none(vt: VariableTracker) -> bool:
@@ -58,7 +58,7 @@ def _is_none(vt: VariableTracker) -> bool:
 def method_of(container: VariableTracker, name: str) -> VariableTracker:
     if not callable(getattr(container.python_type(), name, None)):
         raise Unsupported(
-            "unsupported_value", f"attribute {name!r} of a {container.python_type().__name__}"
+            "unknown_attribute", f"attribute {name!r} of a {container.python_type().__name__}"
         )
     return BoundMethodVariable(container, name)
 
@@ -98,7 +98,7 @@ def equal_now(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTrac
     if a is b:
         return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        raise Unsupported("data_dependent", "comparing a tensor by value")
+        raise Unsupported("data_dependent_branch", "comparing a tensor by value")
     sequences = (BaseSequenceVariable, DictVariable)
     if isinstance(a, sequences) or isinstance(b, sequences):
         from bytegraph.variables.builtin import compare
@@ -108,7 +108,7 @@ def equal_now(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTrac
             return result.truth(tx)
     if is_python_constant_now(tx, a) and is_python_constant_now(tx, b):
         return bool(python_constant(tx, a) == python_constant(tx, b))
-    raise Unsupported("unsupported_value", f"comparing {a} and {b}")
+    raise Unsupported("unmodelled_value", f"comparing {a} and {b}")
 
 
 def same_value(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTracker) -> bool:
@@ -119,7 +119,7 @@ def same_value(tx: InstructionTranslatorBase, a: VariableTracker, b: VariableTra
 def _index(vt: VariableTracker, what: str = "index") -> int:
     value = vt.as_python_constant()
     if not isinstance(value, int):
-        raise Unsupported("unsupported_value", f"{what} {value!r} is not an int")
+        raise Unsupported("not_a_constant", f"{what} {value!r} is not an int")
     return value
 
 
@@ -161,7 +161,7 @@ class BaseSequenceVariable(VariableTracker):
 
                 message = f"{kind.__name__} index out of range"
                 raise_builtin(tx, IndexError, ConstantVariable(message))
-            raise Unsupported("unsupported_value", f"item {key!r} raises in eager: {e}") from None
+            raise Unsupported("operation_raises", f"item {key!r} raises in eager: {e}") from None
 
     def with_items(self, items: tuple[VariableTracker, ...]) -> BaseSequenceVariable:
         """A new sequence of the same kind, created during tracing."""
@@ -184,7 +184,7 @@ class BaseSequenceVariable(VariableTracker):
                     return ConstantVariable(i)
             kind = self.python_type()
             if kind not in (list, tuple):
-                raise Unsupported("unsupported_value", "index: value not present (raises in eager)")
+                raise Unsupported("operation_raises", "index: value not present (raises in eager)")
             from bytegraph.translate.ops.exceptions import raise_as_eager
 
             # An empty one raises the same ValueError: the message names only the value.
@@ -198,7 +198,7 @@ class BaseSequenceVariable(VariableTracker):
             return ConstantVariable(len(items))
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(any(equal_now(tx, i, args[0]) for i in items))
-        raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
+        raise Unsupported("unsupported_method", f"{self.python_type().__name__}.{name}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:
@@ -223,7 +223,7 @@ class TupleVariable(BaseSequenceVariable):
         if self.tuple_type is tuple:
             return tuple(values)
         if not issubclass(self.tuple_type, tuple):  # a dict view holding a snapshot
-            raise Unsupported("unsupported_value", f"{self.tuple_type.__name__} as a constant")
+            raise Unsupported("not_a_constant", f"{self.tuple_type.__name__} as a constant")
         if hasattr(self.tuple_type, "_fields"):
             return self.tuple_type(*values)
         return self.tuple_type(values)
@@ -257,7 +257,7 @@ class TupleVariable(BaseSequenceVariable):
             codegen.append(bc.Instr("BUILD_TUPLE", len(items)))
             return
         if not issubclass(self.tuple_type, tuple):
-            raise Unsupported("unsupported_value", f"rebuilding a {self.tuple_type.__name__}")
+            raise Unsupported("unrebuildable_value", f"rebuilding a {self.tuple_type.__name__}")
         if hasattr(self.tuple_type, "_fields"):  # a named tuple takes its fields positionally
             codegen.call_const(self.tuple_type, list(items))
             return
@@ -352,7 +352,7 @@ class ListVariable(BaseSequenceVariable):
             if item is None:
                 return
             store_contents(tx, self, (*self.items_now(tx), item))
-        raise Unsupported("unsupported_value", f"extending a list by over {_MAX_LAZY_EXTEND} items")
+        raise Unsupported("size_limit", f"extending a list by over {_MAX_LAZY_EXTEND} items")
 
     def replay_contents(self, codegen: PyCodegen, items: tuple[VariableTracker, ...]) -> None:
         """``source[:] = [items]``"""
@@ -420,7 +420,7 @@ def sort_items(
     try:
         order = sorted(range(len(items)), key=values.__getitem__, reverse=flip)
     except TypeError as e:
-        raise Unsupported("unsupported_value", f"sorting raised TypeError: {e}") from None
+        raise Unsupported("operation_raises", f"sorting raised TypeError: {e}") from None
     return [items[i] for i in order]
 
 
@@ -456,7 +456,7 @@ def _list_setitem(tx, items: list, index: VariableTracker, value: VariableTracke
         else:
             items[_index(index)] = value
     except (IndexError, ValueError) as e:
-        raise Unsupported("unsupported_value", f"list assignment raises {e}") from None
+        raise Unsupported("operation_raises", f"list assignment raises {e}") from None
 
 
 def _list_delitem(tx, items: list, index: VariableTracker) -> None:

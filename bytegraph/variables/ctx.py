@@ -85,7 +85,7 @@ def set_grad_mode(tx: InstructionTranslatorBase, enabled: bool) -> None:
 def _mode_argument(value: VariableTracker) -> bool:
     mode = value.as_python_constant() if value.is_python_constant() else None
     if type(mode) is not bool:
-        raise Unsupported("unsupported_value", f"grad mode {value} that is not a constant bool")
+        raise Unsupported("not_a_constant", f"grad mode {value} that is not a constant bool")
     return mode
 
 
@@ -100,14 +100,14 @@ class GradModeClassVariable(ClassVariable):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if self.value is torch.inference_mode:
-            raise Unsupported("unsupported_call", _INFERENCE_MODE_REASON)
+            raise Unsupported("grad_mode_call", _INFERENCE_MODE_REASON)
         if self.value is torch.set_grad_enabled:
             if len(args) + len(kwargs) != 1 or set(kwargs) - {"mode"}:
-                raise Unsupported("unsupported_call", "set_grad_enabled() takes one mode (raises)")
+                raise Unsupported("grad_mode_call", "set_grad_enabled() takes one mode (raises)")
             mode = _mode_argument(args[0] if args else kwargs["mode"])
             return construct_set_grad_enabled(tx, mode)
         if args or kwargs:  # ``torch.no_grad(fn)``: a decorator made during the trace
-            raise Unsupported("unsupported_call", f"{self.value.__name__} used as a decorator")
+            raise Unsupported("grad_mode_call", f"{self.value.__name__} used as a decorator")
         return GradModeVariable(self.value, _FIXED_MODE[self.value], mutation_type=NEW_OBJECT)
 
 
@@ -141,7 +141,7 @@ class GradModeVariable(VariableTracker):
             return ConstantVariable(self.load_prev(tx))
         if name == "mode" and self.cls is torch.set_grad_enabled:
             return ConstantVariable(self.mode)
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.cls.__name__}")
+        raise Unsupported("unknown_attribute", f"attribute {name!r} of {self.cls.__name__}")
 
     def call_method(
         self,
@@ -162,7 +162,7 @@ class GradModeVariable(VariableTracker):
             if self.cls is torch.set_grad_enabled:
                 return construct_set_grad_enabled(tx, self.mode)
             return GradModeVariable(self.cls, self.mode, mutation_type=NEW_OBJECT)
-        raise Unsupported("unsupported_call", f"{self.cls.__name__}.{name}")
+        raise Unsupported("unsupported_method", f"{self.cls.__name__}.{name}")
 
     def store_prev(self, tx: InstructionTranslatorBase, prev: bool) -> None:
         tx.output.side_effects.store_attr(self, "prev", ConstantVariable(prev))
@@ -175,7 +175,7 @@ class GradModeVariable(VariableTracker):
         if pending is not None:
             return pending.as_python_constant()
         if self.value is None or self.source is None or not hasattr(self.value, "prev"):
-            raise Unsupported("unsupported_value", f"{self.cls.__name__} exited before entered")
+            raise Unsupported("operation_raises", f"{self.cls.__name__} exited before entered")
         return _mode_argument(wrap(tx, self.value.prev, AttrSource(self.source, "prev")))
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -217,7 +217,7 @@ class SetGradEnabledFunctionVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if len(args) != 1 or kwargs:
-            raise Unsupported("unsupported_call", "_set_grad_enabled takes one bool (raises)")
+            raise Unsupported("grad_mode_call", "_set_grad_enabled takes one bool (raises)")
         set_grad_mode(tx, _mode_argument(args[0]))
         return ConstantVariable(None)
 

@@ -103,7 +103,7 @@ def tensor_hasattr(tx: Tx, tensor: VariableTracker, name: str) -> bool:
         return False
     real = next((i.example for i in tx.output.inputs if i.node is tensor.node), None)
     if real is None:
-        raise Unsupported("unsupported_value", f"hasattr({tensor}, {name!r})")
+        raise Unsupported("tensor_attribute", f"hasattr({tensor}, {name!r})")
     found = hasattr(real, name)
     tx.output.add_guard(GuardKind.CONSTANT_MATCH, HasAttrSource(tensor.source, name), found)
     return found
@@ -118,7 +118,7 @@ def custom_getattr(
     method = obj.bind(tx, found, "__getattribute__")
     fn = getattr(method, "fn", None)
     if fn is None or not hasattr(fn, "code"):
-        raise Unsupported("unsupported_value", f"__getattribute__ of {obj.cls.__qualname__}")
+        raise Unsupported("descriptor_access", f"__getattribute__ of {obj.cls.__qualname__}")
     try:
         return inline_frame(tx, fn, [obj, ConstantVariable(name)])
     except FrameRaised as e:

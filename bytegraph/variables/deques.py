@@ -77,7 +77,7 @@ class DequeVariable(BaseSequenceVariable):
     def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
         check_method_arguments(collections.deque, name, args, kwargs)
         if kwargs:
-            raise Unsupported("unsupported_call", f"deque.{name} with keywords")
+            raise Unsupported("unsupported_method", f"deque.{name} with keywords")
         if name == "copy" and not args:
             return self.with_items(self.items_now(tx))
         if name == "__iter__" and not args:
@@ -86,12 +86,12 @@ class DequeVariable(BaseSequenceVariable):
         if mutate is None:
             if name in ("index", "count", "__len__", "__contains__", "__getitem__"):
                 return super().call_method(tx, name, args, kwargs)
-            raise Unsupported("unsupported_call", f"deque.{name}")
+            raise Unsupported("unsupported_method", f"deque.{name}")
         items = list(self.items_now(tx))
         try:
             result = mutate(tx, items, *args)
         except TypeError as e:  # the wrong number of arguments: TypeError in eager
-            raise Unsupported("unsupported_call", f"deque.{name}: {e}") from None
+            raise Unsupported("call_raises_type_error", f"deque.{name}: {e}") from None
         store_contents(tx, self, tuple(items))
         return ConstantVariable(None) if result is None else result
 
@@ -126,7 +126,7 @@ def _remove(tx: Tx, items: list, value: VariableTracker) -> None:
         if equal_now(tx, item, value):
             del items[i]
             return
-    raise Unsupported("unsupported_value", "deque.remove of an absent value (ValueError)")
+    raise Unsupported("operation_raises", "deque.remove of an absent value (ValueError)")
 
 
 def _rotate(tx: Tx, items: list, steps: VariableTracker | None = None) -> None:
@@ -173,7 +173,9 @@ class DequeIteratorVariable(IteratorVariable):
         base, position, start = state
         items = base.items_now(tx)
         if items is not start.items:  # every mutation stores a new tuple
-            raise Unsupported("unsupported_value", "deque mutated during iteration (RuntimeError)")
+            raise Unsupported(
+                "mutated_during_iteration", "deque mutated during iteration (RuntimeError)"
+            )
         if position.value >= len(items):
             store_contents(tx, self, ())
             return None
@@ -181,7 +183,7 @@ class DequeIteratorVariable(IteratorVariable):
         return items[position.value]
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        raise Unsupported("unsupported_value", "rebuilding a deque iterator")
+        raise Unsupported("unrebuildable_value", "rebuilding a deque iterator")
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -194,7 +196,7 @@ class DequeClassVariable(ClassVariable):
             maxlen is not None and not (maxlen.is_python_constant()
                                         and maxlen.as_python_constant() is None)
         ):
-            raise Unsupported("unsupported_call", "deque() with a maxlen")
+            raise Unsupported("builtin_arguments", "deque() with a maxlen")
         iterable = args[0] if args else kwargs.get("iterable")
         items = () if iterable is None else tuple(iterable.unpack_sequence(tx))
         return DequeVariable(items, mutation_type=NEW_VALUE)
@@ -205,7 +207,7 @@ def wrap_frame_deque(tx: Tx, value: collections.deque, source: Source) -> Variab
     from bytegraph.variables.builder import wrap
 
     if value.maxlen is not None:
-        raise Unsupported("unsupported_value", "a deque with a maxlen")
+        raise Unsupported("unrebuildable_value", "a deque with a maxlen")
     tx.output.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
     items = tuple(wrap(tx, v, GetItemSource(source, i)) for i, v in enumerate(value))
     return DequeVariable(items, source=source, mutation_type=_EXISTING)

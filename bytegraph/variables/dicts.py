@@ -102,7 +102,7 @@ class DictVariable(VariableTracker):
             return read(tx, self, items, *args, **kwargs)
         mutate = _DICT_MUTATIONS.get(name)
         if mutate is None or (name in _ORDERED_ONLY and self.dict_type is not OrderedDict):
-            raise Unsupported("unsupported_call", f"{self.dict_type.__name__}.{name}")
+            raise Unsupported("unsupported_method", f"{self.dict_type.__name__}.{name}")
         new_items = dict(items)
         result = mutate(tx, new_items, *args, **kwargs)
         store_contents(tx, self, new_items)
@@ -141,7 +141,7 @@ class DictVariable(VariableTracker):
             factory = self.default_factory or ConstantVariable(None)
             codegen.call_const(defaultdict, [factory, DictVariable(items)])
         else:
-            raise Unsupported("unsupported_value", f"rebuilding a {self.dict_type.__name__}")
+            raise Unsupported("unrebuildable_value", f"rebuilding a {self.dict_type.__name__}")
 
     @staticmethod
     def _build_plain(codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
@@ -160,7 +160,7 @@ def dict_key(key: Any) -> Any:
     try:
         hash(key)
     except TypeError:
-        raise Unsupported("unsupported_value", f"unhashable dict key {key!r}") from None
+        raise Unsupported("operation_raises", f"unhashable dict key {key!r}") from None
     return key
 
 
@@ -199,7 +199,7 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
             for pair in other.unpack_sequence(tx):
                 kv = pair.unpack_sequence(tx)
                 if len(kv) != 2:
-                    raise Unsupported("unsupported_value", "dict update element is not a pair")
+                    raise Unsupported("operation_raises", "dict update element is not a pair")
                 items[_key(kv[0])] = kv[1]
     items.update(kwargs)
 
@@ -210,7 +210,7 @@ def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTra
 
 def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> VariableTracker:
     if not items:
-        raise Unsupported("unsupported_value", "popitem of an empty dict (raises in eager)")
+        raise Unsupported("operation_raises", "popitem of an empty dict (raises in eager)")
     if last is not None and not last.as_python_constant():
         k = next(iter(items))
         v = items.pop(k)
@@ -232,7 +232,7 @@ def _dict_move_to_end(tx, items: dict, key: VariableTracker,
                       last: VariableTracker | None = None) -> None:
     k = _key(key)
     if k not in items:
-        raise Unsupported("unsupported_value", f"move_to_end of missing key {k!r} (raises)")
+        raise Unsupported("operation_raises", f"move_to_end of missing key {k!r} (raises)")
     value = items.pop(k)
     if last is None or last.as_python_constant():
         items[k] = value
@@ -289,7 +289,7 @@ class DictViewVariable(VariableTracker):
                 return ConstantVariable(_key(args[0]) in self.base.items_now(tx))
             found = any(equal_now(tx, v, args[0]) for v in self.unpack_sequence(tx))
             return ConstantVariable(found)
-        raise Unsupported("unsupported_call", f"{self.python_type().__name__}.{name}")
+        raise Unsupported("unsupported_method", f"{self.python_type().__name__}.{name}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``base.kind()``: a view of the rebuilt (or original) dict."""

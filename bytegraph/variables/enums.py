@@ -42,7 +42,7 @@ def _read(tx: Tx, owner: Any, source: Any, name: str) -> VariableTracker:
     try:
         value = getattr(owner, name)
     except AttributeError:  # eager raises it: run there
-        raise Unsupported("unsupported_value", f"{owner!r} has no attribute {name!r}") from None
+        raise Unsupported("operation_raises", f"{owner!r} has no attribute {name!r}") from None
     if source is None:
         return wrap_constant_result(value)
     return wrap(tx, value, AttrSource(source, name))
@@ -57,7 +57,7 @@ class EnumClassVariable(ClassVariable):
         # (``Color.__members__`` is a fresh mappingproxy) would fail its identity guard.
         value = getattr(self.value, name, None)
         if not (isinstance(value, self.value) or is_constant_value(value)):
-            raise Unsupported("unsupported_value", f"{self.value.__name__}.{name}")
+            raise Unsupported("unknown_attribute", f"{self.value.__name__}.{name}")
         return _read(tx, self.value, self.source, name)
 
 
@@ -68,7 +68,7 @@ class EnumMemberVariable(PythonValueVariable):
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name in ("name", "value", "_name_", "_value_"):
             return _read(tx, self.value, self.source, name)
-        raise Unsupported("unsupported_value", f"attribute {name!r} of enum member {self.value}")
+        raise Unsupported("unknown_attribute", f"attribute {name!r} of enum member {self.value}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:

@@ -55,20 +55,20 @@ class EnvironVariable(VariableTracker):
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name not in _READS:
-            raise Unsupported("unsupported_value", f"os.environ.{name}")
+            raise Unsupported("environ_access", f"os.environ.{name}")
         return BoundMethodVariable(self, name)
 
     def _read(self, tx: Tx, key: VariableTracker) -> str | None:
         name = key.as_python_constant()
         if not isinstance(name, str):
-            raise Unsupported("unsupported_value", f"os.environ[{name!r}] (not a str)")
+            raise Unsupported("environ_access", f"os.environ[{name!r}] (not a str)")
         value = os.environ.get(name)
         tx.output.add_guard(GuardKind.CONSTANT_MATCH, EnvironItemSource(name), value)
         return value
 
     def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
         if name not in _READS or kwargs or not 1 <= len(args) <= (2 if name == "get" else 1):
-            raise Unsupported("unsupported_call", f"os.environ.{name}")
+            raise Unsupported("environ_access", f"os.environ.{name}")
         value = self._read(tx, args[0])
         if name == "__contains__":
             return ConstantVariable(value is not None)
@@ -76,7 +76,7 @@ class EnvironVariable(VariableTracker):
             return ConstantVariable(value)
         if name == "get":
             return args[1] if len(args) == 2 else ConstantVariable(None)
-        raise Unsupported("unsupported_value", f"os.environ[{args[0]}]: unset (KeyError)")
+        raise Unsupported("operation_raises", f"os.environ[{args[0]}]: unset (KeyError)")
 
     def getitem(self, tx: Tx, index: VariableTracker) -> VariableTracker:
         return self.call_method(tx, "__getitem__", [index], {})

@@ -166,11 +166,11 @@ class ExceptionInstanceVariable(VariableTracker):
             return pending
         raised, context_unknown = _raised_state(tx.output.side_effects, self)
         if (raised and name == "__traceback__") or (context_unknown and name == "__context__"):
-            raise Unsupported("unsupported_value", f"{name} of a raised exception")
+            raise Unsupported("unknown_attribute", f"{name} of a raised exception")
         if name in _SLOT_DEFAULTS:
             return ConstantVariable(_SLOT_DEFAULTS[name])
         if not name.isidentifier() or name == "__dict__":
-            raise Unsupported("unsupported_value", f"{name!r} of a {self.exc_type.__name__}")
+            raise Unsupported("unknown_attribute", f"{name!r} of a {self.exc_type.__name__}")
         return instance_getattr(tx, self, name)
 
     def constant_copy(self, tx: Tx) -> BaseException:
@@ -179,7 +179,7 @@ class ExceptionInstanceVariable(VariableTracker):
         (BaseException's): its ``__init__`` must not run at trace time."""
         args = self.current_args(tx.output.side_effects)
         if not args.is_python_constant():
-            raise Unsupported("unsupported_value", f"text of a {self.exc_type.__name__}")
+            raise Unsupported("unknown_attribute", f"text of a {self.exc_type.__name__}")
         values = args.as_python_constant()
         if self.cls_vt is None:
             return self.exc_type(*values)
@@ -200,7 +200,9 @@ class ExceptionInstanceVariable(VariableTracker):
         elif name == "args":
             value = _args_value(value)
         elif not name.isidentifier():
-            raise Unsupported("side_effect", f"setting {name!r} of a {self.exc_type.__name__}")
+            raise Unsupported(
+                "attribute_mutation", f"setting {name!r} of a {self.exc_type.__name__}"
+            )
         else:
             check_instance_store(tx, self, name)
         side_effects.store_attr(self, name, value)
@@ -208,7 +210,7 @@ class ExceptionInstanceVariable(VariableTracker):
             side_effects.store_attr(self, "__suppress_context__", ConstantVariable(True))
 
     def var_delattr(self, tx: Tx, name: str) -> None:
-        raise Unsupported("side_effect", f"deleting {name!r} of a {self.exc_type.__name__}")
+        raise Unsupported("attribute_mutation", f"deleting {name!r} of a {self.exc_type.__name__}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``ExcType(*args)``, then ``object.__setattr__`` for each stored attribute
@@ -253,7 +255,7 @@ def _args_value(value: VariableTracker) -> VariableTracker:
 
     if type(value) is TupleVariable and value.python_type() is tuple:
         return value
-    raise Unsupported("side_effect", f"args set to {value}")
+    raise Unsupported("attribute_mutation", f"args set to {value}")
 
 
 def _check_slot_value(name: str, value: VariableTracker) -> None:
@@ -267,7 +269,9 @@ def _check_slot_value(name: str, value: VariableTracker) -> None:
     else:  # __traceback__
         ok = constant is None
     if not ok:
-        raise Unsupported("side_effect", f"{name} set to {value} (TypeError, or unknown here)")
+        raise Unsupported(
+            "attribute_mutation", f"{name} set to {value} (TypeError, or unknown here)"
+        )
 
 
 def _replay_order(attrs: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -312,7 +316,7 @@ class ExcInfoFunctionVariable(VariableTracker):
         from bytegraph.variables.containers import TupleVariable
 
         if args or kwargs:
-            raise Unsupported("unsupported_call", "sys.exc_info() with arguments (TypeError)")
+            raise Unsupported("call_raises_type_error", "sys.exc_info() with arguments (TypeError)")
         handled = exc_info(tx)
         if isinstance(handled, ExceptionInstanceVariable):
             return TupleVariable((handled.class_vt(), handled, TracebackVariable(handled)))
@@ -327,7 +331,7 @@ class ExcInfoFunctionVariable(VariableTracker):
             value = GetItemSource(StateCallSource(sys.exc_info), 1)
             tx.output.add_guard(GuardKind.CONSTANT_MATCH, value, None)
             return TupleVariable((ConstantVariable(None),) * 3)
-        raise Unsupported("unsupported_value", "sys.exc_info() of the caller's exception")
+        raise Unsupported("exception_value", "sys.exc_info() of the caller's exception")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_const(sys.exc_info)

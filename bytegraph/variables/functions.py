@@ -48,13 +48,13 @@ class CellVariable(VariableTracker):
 
         pending = tx.output.side_effects.load_attr(self, "cell_contents")
         if pending is DELETED or (pending is None and self.cell is None):
-            raise Unsupported("unsupported_value", "free variable read before assignment")
+            raise Unsupported("unbound_name", "free variable read before assignment")
         if pending is not None:
             return pending
         try:
             value = self.cell.cell_contents
         except ValueError:
-            raise Unsupported("unsupported_value", "empty closure cell (raises in eager)") from None
+            raise Unsupported("unbound_name", "empty closure cell (raises in eager)") from None
         if self.source is None:
             return wrap_constant_result(value)
         return wrap(tx, value, AttrSource(self.source, "cell_contents"))
@@ -140,14 +140,14 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def as_python_constant(self) -> Any:
         if not self.by_identity:
-            raise Unsupported("unsupported_value", f"the identity of {self.fn.__qualname__}")
+            raise Unsupported("not_a_constant", f"the identity of {self.fn.__qualname__}")
         return self.fn
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         from bytegraph.variables.builder import wrap, wrap_constant_result
 
         if not hasattr(self.fn, name):
-            raise Unsupported("unsupported_value", f"function attribute {name!r}")
+            raise Unsupported("unknown_attribute", f"function attribute {name!r}")
         value = getattr(self.fn, name)
         if self.source is None:
             return wrap_constant_result(value)
@@ -171,7 +171,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         if is_constant_value(value):
             return wrap_constant_result(value)
         if self.source is None:
-            raise Unsupported("unsupported_value", f"default argument {value!r}")
+            raise Unsupported("unrebuildable_value", f"default argument {value!r}")
         return wrap(tx, value, GetItemSource(AttrSource(self.source, attr), key))
 
     def cells(self, tx):
@@ -229,14 +229,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
             "__code__": self.fn_code,
         }
         if name not in known:
-            raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+            raise Unsupported("unknown_attribute", f"attribute {name!r} of {self}")
         return ConstantVariable(known[name])
 
     def var_setattr(self, tx: InstructionTranslatorBase, name: str, value: VariableTracker) -> None:
         """A plain attribute (in the function's ``__dict__``); the ones the function type
         itself defines change how it runs or reads, and are left to Python."""
         if not name.isidentifier() or hasattr(types.FunctionType, name):
-            raise Unsupported("side_effect", f"setting attribute {name!r} of {self}")
+            raise Unsupported("attribute_mutation", f"setting attribute {name!r} of {self}")
         tx.output.side_effects.store_attr(self, name, value)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -303,7 +303,7 @@ class PartialVariable(VariableTracker):
             return TupleVariable(self.args)
         if name == "keywords":
             return DictVariable(dict(self.kwargs))
-        raise Unsupported("unsupported_value", f"partial attribute {name!r}")
+        raise Unsupported("unknown_attribute", f"partial attribute {name!r}")
 
 
 def _rebuild_partial(fn: Any, args: tuple, kwargs: dict) -> functools.partial:
@@ -326,6 +326,6 @@ class MarkedFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         if self.marking == "graph_break":
-            raise Unsupported("explicit", "bytegraph.graph_break()")
+            raise Unsupported("explicit_graph_break", "bytegraph.graph_break()")
         name = getattr(self.fn, "__qualname__", repr(self.fn))
-        raise Unsupported("unsupported_call", f"{name} is marked {self.marking}")
+        raise Unsupported("disabled_function", f"{name} is marked {self.marking}")

@@ -119,7 +119,7 @@ class SuspendedFrame:
         """The SEND of the ``yield from`` this frame is paused in."""
         send = self.translator.instructions[self.translator.instruction_pointer - 2]
         if send.opname != "SEND":
-            raise Unsupported("unsupported_opcode", "a yield from not compiled as SEND")
+            raise Unsupported("opcode_unsupported", "a yield from not compiled as SEND")
         return send
 
 
@@ -129,7 +129,7 @@ def refuse_abandoned_generators(output: Any) -> None:
         if frame.paused_in_handler_scope():
             name = frame.translator.code.co_qualname
             raise Unsupported(
-                "unsupported_call",
+                "generator_protocol",
                 f"generator {name} left paused inside a with/try block: closing it when it "
                 "is collected runs its exit code at a time the trace cannot know",
             )
@@ -171,7 +171,7 @@ class GeneratorVariable(IteratorVariable):
         a new generator over the same argument objects is the same generator."""
         if self.frame.started or self.call is None:
             raise Unsupported(
-                "unsupported_value",
+                "unrebuildable_value",
                 f"{self} started in the trace crosses into Python (a paused frame cannot be "
                 "rebuilt)",
             )
@@ -203,7 +203,7 @@ class GeneratorVariable(IteratorVariable):
 
         frame = self.frame
         if frame.running:
-            raise Unsupported("unsupported_call", "generator already executing (ValueError)")
+            raise Unsupported("generator_protocol", "generator already executing (ValueError)")
         if thrown is not None:
             if not frame.paused():  # raised as it is, or before the first instruction
                 mark_thrown(tx, thrown)
@@ -256,7 +256,7 @@ class GeneratorVariable(IteratorVariable):
                 frame.yields += 1
                 if frame.yields > MAX_YIELDS:
                     raise Unsupported(
-                        "unsupported_call", f"generator yielded more than {MAX_YIELDS} values"
+                        "size_limit", f"generator yielded more than {MAX_YIELDS} values"
                     )
                 return child.yielded.pop()
         return Returned(child.return_value or ConstantVariable(None))
@@ -310,7 +310,7 @@ class GeneratorVariable(IteratorVariable):
             return self._run(tx, self._raise_in_frame(exc, at_yield))
         if not isinstance(receiver, GeneratorVariable):
             if hasattr(receiver.python_type(), "throw"):
-                raise Unsupported("unsupported_call", f"throw() delegated to {receiver}")
+                raise Unsupported("generator_protocol", f"throw() delegated to {receiver}")
             return self._run(tx, self._raise_in_frame(exc, at_yield))
         return self._throw_into_delegate(tx, receiver, exc)
 
@@ -350,7 +350,7 @@ class GeneratorVariable(IteratorVariable):
 
         frame = self.frame
         if frame.running:
-            raise Unsupported("unsupported_call", "generator already executing (ValueError)")
+            raise Unsupported("generator_protocol", "generator already executing (ValueError)")
         if not frame.paused():
             frame.finish()
             return ConstantVariable(None)
@@ -398,7 +398,7 @@ class GeneratorVariable(IteratorVariable):
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name in _METHODS:
             return BoundMethodVariable(self, name)
-        raise Unsupported("unsupported_value", f"generator attribute {name!r}")
+        raise Unsupported("unknown_attribute", f"generator attribute {name!r}")
 
     def call_method(
         self,
@@ -408,7 +408,7 @@ class GeneratorVariable(IteratorVariable):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if kwargs:
-            raise Unsupported("unsupported_call", f"generator.{name} with keywords")
+            raise Unsupported("generator_protocol", f"generator.{name} with keywords")
         if name == "__iter__" and not args:
             return self
         if name == "__next__" and not args:
@@ -419,7 +419,7 @@ class GeneratorVariable(IteratorVariable):
             return self._item_or_stop(tx, self.resume(tx, thrown=thrown_exception(tx, *args)))
         if name == "close" and not args:
             return self.close(tx)
-        raise Unsupported("unsupported_call", f"generator.{name} with {len(args)} arguments")
+        raise Unsupported("generator_protocol", f"generator.{name} with {len(args)} arguments")
 
     def __repr__(self) -> str:
         return f"GeneratorVariable({self.frame.translator.code.co_qualname})"
@@ -437,7 +437,7 @@ def thrown_exception(
     exc = _normalized(tx, kind, value)
     if traceback is not None and not _is_none(traceback):
         if not (isinstance(traceback, TracebackVariable) and traceback.exc is exc):
-            raise Unsupported("unsupported_value", "throw() with another exception's traceback")
+            raise Unsupported("generator_protocol", "throw() with another exception's traceback")
     return exc
 
 
@@ -448,7 +448,7 @@ def _normalized(
     instance that instance. Anything else (a value to call the class with) is refused."""
     if isinstance(kind, ExceptionInstanceVariable):
         if value is not None and not _is_none(value):
-            raise Unsupported("unsupported_call", "throw(instance, value) (TypeError)")
+            raise Unsupported("call_raises_type_error", "throw(instance, value) (TypeError)")
         return kind
     made = kind.call_function(tx, [], {}) if value is None or _is_none(value) else value
     cls = kind.as_python_constant() if kind.is_python_constant() else None
@@ -457,7 +457,7 @@ def _normalized(
         and isinstance(cls, type)
         and issubclass(made.exc_type, cls)
     ):
-        raise Unsupported("unsupported_call", f"throw({kind}, {value}): not an instance of it")
+        raise Unsupported("generator_protocol", f"throw({kind}, {value}): not an instance of it")
     return made
 
 
@@ -466,4 +466,4 @@ def close_iterator(tx: Tx, receiver: VariableTracker) -> None:
     if isinstance(receiver, GeneratorVariable):
         receiver.close(tx)
     elif hasattr(receiver.python_type(), "close"):
-        raise Unsupported("unsupported_call", f"close() delegated to {receiver}")
+        raise Unsupported("generator_protocol", f"close() delegated to {receiver}")

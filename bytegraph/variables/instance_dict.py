@@ -63,7 +63,9 @@ class InstanceDictVariable(VariableTracker):
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name not in _READS:
-            raise Unsupported("side_effect", f"{name!r} of an object's __dict__ (read-only here)")
+            raise Unsupported(
+                "attribute_mutation", f"{name!r} of an object's __dict__ (read-only here)"
+            )
         return BoundMethodVariable(self, name)
 
     def getitem(self, tx: Tx, index: VariableTracker) -> VariableTracker:
@@ -79,11 +81,13 @@ class InstanceDictVariable(VariableTracker):
         from bytegraph.variables.containers import TupleVariable
 
         if kwargs or name not in _READS:
-            raise Unsupported("side_effect", f"__dict__.{name} of an object (read-only here)")
+            raise Unsupported(
+                "attribute_mutation", f"__dict__.{name} of an object (read-only here)"
+            )
         if name in ("get", "__getitem__", "__contains__") and args:
             key = args[0].as_python_constant()
             if not isinstance(key, str):
-                raise Unsupported("unsupported_value", f"__dict__ key {key!r} (not a str)")
+                raise Unsupported("mapping_contents", f"__dict__ key {key!r} (not a str)")
             value = self._value(tx, key)
             if name == "__contains__":
                 return ConstantVariable(value is not None)
@@ -91,9 +95,9 @@ class InstanceDictVariable(VariableTracker):
                 return value
             if name == "get" and len(args) <= 2:
                 return args[1] if len(args) == 2 else ConstantVariable(None)
-            raise Unsupported("unsupported_value", f"__dict__[{key!r}]: no such key (KeyError)")
+            raise Unsupported("operation_raises", f"__dict__[{key!r}]: no such key (KeyError)")
         if args:
-            raise Unsupported("unsupported_call", f"__dict__.{name} with arguments")
+            raise Unsupported("unsupported_method", f"__dict__.{name} with arguments")
         items = self.current(tx)
         if name == "__len__":
             return ConstantVariable(len(items))
@@ -106,7 +110,7 @@ class InstanceDictVariable(VariableTracker):
 
     def reconstruct(self, codegen: Any) -> None:
         if self.obj.is_new:
-            raise Unsupported("unsupported_value", "the __dict__ of an object made in the trace")
+            raise Unsupported("mapping_contents", "the __dict__ of an object made in the trace")
         self.obj.attr_source("__dict__").reconstruct(codegen)
 
     def __repr__(self) -> str:

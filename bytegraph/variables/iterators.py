@@ -64,7 +64,7 @@ class IteratorVariable(VariableTracker):
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``iter([remaining items])``"""
         if type(self) is not IteratorVariable:  # a subclass that cannot rebuild itself
-            raise Unsupported("unsupported_value", f"a live {self} escapes the trace")
+            raise Unsupported("unrebuildable_value", f"a live {self} escapes the trace")
         remaining = codegen.side_effects.contents(self, self.items)
         codegen.call_const(iter, [ListVariable(remaining)])
 
@@ -157,7 +157,9 @@ class DictIteratorVariable(IteratorVariable):
         base, kind, position, keys, reverse = state
         current = base.items_now(tx)
         if tuple(current) != keys.value:
-            raise Unsupported("unsupported_value", "dict changed during iteration (RuntimeError)")
+            raise Unsupported(
+                "mutated_during_iteration", "dict changed during iteration (RuntimeError)"
+            )
         if position.value >= len(keys.value):
             store_contents(tx, self, ())
             return None
@@ -176,7 +178,7 @@ class DictIteratorVariable(IteratorVariable):
             return
         base, kind, position, _, reverse = state
         if codegen.side_effects.is_modified(base):  # replay would change it under the iterator
-            raise Unsupported("unsupported_value", "an iterator over a changed dict escapes")
+            raise Unsupported("mutated_during_iteration", "an iterator over a changed dict escapes")
         codegen.call_const(_advanced, [DictViewVariable(base, kind.value), position, reverse])
 
 
@@ -202,7 +204,7 @@ class SetIteratorVariable(IteratorVariable):
         base, position, start = state
         recipe, elements = start.value
         if base.items_now(tx) is not recipe:
-            raise Unsupported("unsupported_value", "set changed during iteration")
+            raise Unsupported("mutated_during_iteration", "set changed during iteration")
         if position.value >= len(elements):
             store_contents(tx, self, ())
             return None
@@ -216,7 +218,7 @@ class SetIteratorVariable(IteratorVariable):
             return
         base, position, _ = state
         if codegen.side_effects.is_modified(base):
-            raise Unsupported("unsupported_value", "an iterator over a changed set escapes")
+            raise Unsupported("mutated_during_iteration", "an iterator over a changed set escapes")
         codegen.call_const(_advanced, [base, position])
 
 
@@ -281,7 +283,7 @@ class ZipIteratorVariable(IteratorVariable):
             item = iterator.next_item(tx)
             if item is None:
                 if strict.value and (i > 0 or any(it.next_item(tx) for it in iterators[1:])):
-                    raise Unsupported("unsupported_value", "zip(strict=True) of unequal lengths")
+                    raise Unsupported("operation_raises", "zip(strict=True) of unequal lengths")
                 return None
             row.append(item)
         return TupleVariable(tuple(row))
@@ -337,6 +339,6 @@ def iterate_reversed(tx: InstructionTranslatorBase, value: VariableTracker) -> I
     from bytegraph.variables.deques import DequeVariable
 
     if isinstance(value, DequeVariable):  # it would see mutations (RuntimeError)
-        raise Unsupported("unsupported_value", "reversed() of a deque")
+        raise Unsupported("unknown_iteration", "reversed() of a deque")
     items = tuple(reversed(value.unpack_sequence(tx)))
     return IteratorVariable(items, mutation_type=NEW_VALUE)

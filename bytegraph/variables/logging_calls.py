@@ -76,7 +76,7 @@ def _constant_argument(tx: Tx, vt: VariableTracker, what: str) -> Any:
     except Unsupported:
         value = vt
     if value is vt or not _loggable(value):
-        raise Unsupported("unsupported_call", f"{what} of {vt}: needs its value at run time")
+        raise Unsupported("print_or_logging", f"{what} of {vt}: needs its value at run time")
     return value
 
 
@@ -94,10 +94,12 @@ class DeferredLogCallVariable(VariableTracker):
         what = "print()" if self.receiver is None else f"Logger.{self.name}()"
         if not config.reorderable_logging:
             raise Unsupported(
-                "unsupported_call", f"call of builtins.{self.name} (reorderable_logging is off)"
+                "print_or_logging", f"call of builtins.{self.name} (reorderable_logging is off)"
             )
         if tx.output.side_effects.scope > TOP_SCOPE:
-            raise Unsupported("side_effect", f"{what} inside a higher-order op")
+            raise Unsupported(
+                "side_effect_in_higher_order_body", f"{what} inside a higher-order op"
+            )
         consts = tuple(_constant_argument(tx, a, what) for a in args)
         const_kwargs = {k: _constant_argument(tx, v, what) for k, v in kwargs.items()}
         self._check_keywords(what, const_kwargs)
@@ -107,11 +109,11 @@ class DeferredLogCallVariable(VariableTracker):
     def _check_keywords(self, what: str, kwargs: dict[str, Any]) -> None:
         if self.receiver is None:
             if kwargs.get("file") is not None:
-                raise Unsupported("unsupported_call", f"{what} with file=")
+                raise Unsupported("print_or_logging", f"{what} with file=")
             return
         for name in _REFUSED_KEYWORDS:
             if kwargs.get(name):
-                raise Unsupported("unsupported_call", f"{what} with {name}")
+                raise Unsupported("print_or_logging", f"{what} with {name}")
 
     def load_callable(self, codegen: Any) -> None:
         """Leave the callable on the stack: ``print``, or ``logger.name`` (bound now)."""

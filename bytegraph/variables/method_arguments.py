@@ -92,6 +92,6 @@ def _bounds(cls: type, name: str) -> tuple[int, float, bool] | None:
 
 def _refuse(cls: type, name: str, detail: str) -> None:
     raise Unsupported(
-        "unsupported_call", f"{cls.__name__}.{name}() with these arguments: {detail} "
+        "call_raises_type_error", f"{cls.__name__}.{name}() with these arguments: {detail} "
         "(TypeError in eager)",
     )

@@ -48,7 +48,7 @@ def _uses_own(tx: Tx, module: NNModuleVariable, name: str) -> None:
     if found is None or found.pending is not None or not is_tree_method(
         found.owner, found.raw, name
     ):
-        raise Unsupported("unsupported_call", f"{module.cls.__qualname__} overrides {name}")
+        raise Unsupported("module_hooks", f"{module.cls.__qualname__} overrides {name}")
 
 
 def _children(tx: Tx, module: NNModuleVariable) -> list[tuple[str, NNModuleVariable]]:
@@ -60,7 +60,7 @@ def _children(tx: Tx, module: NNModuleVariable) -> list[tuple[str, NNModuleVaria
         if child.is_python_constant() and child.as_python_constant() is None:
             continue
         if not isinstance(child, NNModuleVariable):
-            raise Unsupported("unsupported_value", f"submodule {name!r} is {child}")
+            raise Unsupported("unknown_attribute", f"submodule {name!r} is {child}")
         pairs.append((name, child))
     return pairs
 
@@ -99,16 +99,16 @@ def walk(tx: Tx, module: NNModuleVariable, name: str, args: list, kwargs: dict) 
     try:
         bound = _SIGNATURES[name].bind(None, *consts, **const_kwargs)
     except TypeError as e:
-        raise Unsupported("unsupported_call", f"Module.{name}: {e}") from None
+        raise Unsupported("call_raises_type_error", f"Module.{name}: {e}") from None
     bound.apply_defaults()
     options = dict(list(bound.arguments.items())[1:])
     _uses_own(tx, module, name)
     if name in ("modules", "named_modules"):
         if options.get("memo") is not None:
-            raise Unsupported("unsupported_call", "named_modules with a memo set")
+            raise Unsupported("unsupported_method", "named_modules with a memo set")
         prefix = options.get("prefix", "")
         if not isinstance(prefix, str):
-            raise Unsupported("unsupported_call", f"named_modules prefix {prefix!r}")
+            raise Unsupported("unsupported_method", f"named_modules prefix {prefix!r}")
         if name == "modules":
             _uses_own(tx, module, "named_modules")
         pairs = _named_modules(tx, module, set(), prefix, bool(options["remove_duplicate"]))

@@ -50,9 +50,9 @@ class NamedTupleClassVariable(ClassVariable):
         if name == "_make" and len(args) == 1 and not kwargs:
             items = tuple(args[0].unpack_sequence(tx))
             if len(items) != len(self.value._fields):
-                raise Unsupported("unsupported_value", "_make with a wrong count (raises)")
+                raise Unsupported("call_raises_type_error", "_make with a wrong count (raises)")
             return TupleVariable(items, tuple_type=self.value)
-        raise Unsupported("unsupported_call", f"{self.value.__name__}.{name}")
+        raise Unsupported("unsupported_method", f"{self.value.__name__}.{name}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:
@@ -73,7 +73,9 @@ def bind_fields(
     try:
         bound = inspect.signature(cls.__new__).bind(cls, *args, **kwargs)
     except TypeError as e:
-        raise Unsupported("unsupported_call", f"{cls.__name__}(): {e} (raises in eager)") from None
+        raise Unsupported(
+            "call_raises_type_error", f"{cls.__name__}(): {e} (raises in eager)"
+        ) from None
     values = []
     for name in cls._fields:
         if name in bound.arguments:
@@ -81,7 +83,7 @@ def bind_fields(
             continue
         default = cls._field_defaults[name]
         if not is_constant_value(default):
-            raise Unsupported("unsupported_value", f"{cls.__name__}.{name} default {default!r}")
+            raise Unsupported("not_a_constant", f"{cls.__name__}.{name} default {default!r}")
         values.append(wrap_constant_result(default))
     return values
 
@@ -94,7 +96,7 @@ def class_attribute(cls: type, name: str) -> VariableTracker:
     try:
         value = inspect.getattr_static(cls, name)
     except AttributeError:
-        raise Unsupported("unsupported_value", f"{cls.__name__} has no {name!r}") from None
+        raise Unsupported("operation_raises", f"{cls.__name__} has no {name!r}") from None
     if isinstance(value, staticmethod):
         value = value.__func__
     if isinstance(value, types.FunctionType):
@@ -153,7 +155,9 @@ def namedtuple_method(
     if name == "_replace" and not args:
         unknown = set(kwargs) - set(cls._fields)
         if unknown:
-            raise Unsupported("unsupported_call", f"_replace of unknown fields {unknown} (raises)")
+            raise Unsupported(
+                "call_raises_type_error", f"_replace of unknown fields {unknown} (raises)"
+            )
         items = tuple(kwargs.get(f, item) for f, item in zip(cls._fields, instance.items))
         return TupleVariable(items, tuple_type=cls)
     if name == "_asdict" and not args and not kwargs:

@@ -57,7 +57,7 @@ class TorchModuleGlobalSource(Source):
         return f"__import__('torch').nn.modules.module.{self.name}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        raise Unsupported("unsupported_value", f"loading torch's {self.name}")
+        raise Unsupported("unknown_attribute", f"loading torch's {self.name}")
 
 
 def has_hooks(module: nn.Module) -> bool:
@@ -106,7 +106,9 @@ class NNModuleVariable(UserDefinedObjectVariable):
         """Members are read from the real dicts: the trace must not have changed them."""
         tracked = tx.output.side_effects.existing(self.value.__dict__[dict_name])
         if tracked is not None and tx.output.side_effects.is_modified(tracked):
-            raise Unsupported("side_effect", f"{dict_name} of a module changed during the trace")
+            raise Unsupported(
+                "module_structure_change", f"{dict_name} of a module changed during the trace"
+            )
 
     def bind(self, tx: Tx, found: Any, name: str) -> Any:
         if found.pending is None and is_tree_method(found.owner, found.raw, name):
@@ -116,7 +118,7 @@ class NNModuleVariable(UserDefinedObjectVariable):
     # -- stores ---------------------------------------------------------------
     def var_setattr(self, tx: Tx, name: str, value: Any) -> None:
         if self.cls.__setattr__ is not nn.Module.__setattr__:
-            raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+            raise Unsupported("custom_setattr", f"{self.cls.__qualname__} defines __setattr__")
         self._check_plain_member(name, value)
         # Recorded as a plain store; the replay's STORE_ATTR runs nn.Module.__setattr__,
         # which puts a buffer back into _buffers.
@@ -125,27 +127,33 @@ class NNModuleVariable(UserDefinedObjectVariable):
     def _check_plain_member(self, name: str, value: Any) -> None:
         real = self.value.__dict__
         if name in real.get("_parameters", ()) or name in real.get("_modules", ()):
-            raise Unsupported("side_effect", f"replacing parameter or submodule {name!r}")
+            raise Unsupported(
+                "module_structure_change", f"replacing parameter or submodule {name!r}"
+            )
         if isinstance(value, NNModuleVariable) or (
             isinstance(value, TensorVariable) and issubclass(value.python_type(), nn.Parameter)
         ):
-            raise Unsupported("side_effect", f"registering {name!r} as a parameter or submodule")
+            raise Unsupported(
+                "module_structure_change", f"registering {name!r} as a parameter or submodule"
+            )
         if name in real.get("_buffers", ()):
             is_none = value.is_python_constant() and value.as_python_constant() is None
             if not (isinstance(value, TensorVariable) or is_none):
-                raise Unsupported("side_effect", f"buffer {name!r} set to a non-tensor (TypeError)")
+                raise Unsupported(
+                    "module_structure_change", f"buffer {name!r} set to a non-tensor (TypeError)"
+                )
         if not _identifier(name):
-            raise Unsupported("side_effect", f"attribute name {name!r}")
+            raise Unsupported("attribute_mutation", f"attribute name {name!r}")
 
     def store_raw(self, tx: Tx, name: str, value: Any) -> None:
-        raise Unsupported("side_effect", "object.__setattr__ on an nn.Module")
+        raise Unsupported("custom_setattr", "object.__setattr__ on an nn.Module")
 
     def var_delattr(self, tx: Tx, name: str) -> None:
         real = self.value.__dict__
         if self.cls.__delattr__ is not nn.Module.__delattr__ or any(
             name in real.get(d, ()) for d in _MODULE_LOOKUP
         ):
-            raise Unsupported("side_effect", f"deleting {name!r} of a module")
+            raise Unsupported("module_structure_change", f"deleting {name!r} of a module")
         if self.instance_attr(tx, name) is None:
             raise MissingAttribute(f"a {self.cls.__qualname__} module", name)
         self.delete_instance_attr(tx, name)
@@ -160,7 +168,7 @@ class NNModuleVariable(UserDefinedObjectVariable):
     def guard_no_hooks(self, tx: Tx) -> None:
         """Calling the module runs only ``forward``: no hooks now, guarded for later calls."""
         if has_hooks(self.value):
-            raise Unsupported("unsupported_call", f"{self.cls.__qualname__} has module hooks")
+            raise Unsupported("module_hooks", f"{self.cls.__qualname__} has module hooks")
         from torch.nn.modules import module as module_module
 
         add_guard = tx.output.add_guard
@@ -209,15 +217,15 @@ class NNModuleVariable(UserDefinedObjectVariable):
         children = self._children(tx)
         if kind is nn.ModuleDict:
             if key not in children:
-                raise Unsupported("unsupported_value", f"ModuleDict has no key {key!r} (KeyError)")
+                raise Unsupported("operation_raises", f"ModuleDict has no key {key!r} (KeyError)")
             return children[key]
         values = list(children.values())
         if isinstance(key, slice) and kind is nn.ModuleList:
             return ModuleListSliceVariable(self.cls, tuple(values[key]))
         if isinstance(key, bool) or not isinstance(key, int):
-            raise Unsupported("unsupported_value", f"{kind.__name__}[{key!r}]")
+            raise Unsupported("unmodelled_value", f"{kind.__name__}[{key!r}]")
         if not -len(values) <= key < len(values):
-            raise Unsupported("unsupported_value", f"{kind.__name__} index {key} out of range")
+            raise Unsupported("operation_raises", f"{kind.__name__} index {key} out of range")
         return values[key]
 
     def truth(self, tx: Tx) -> bool:
@@ -250,7 +258,7 @@ class ModuleListSliceVariable(VariableTracker):
         if isinstance(key, bool) or not isinstance(key, int) or not (
             -len(self.items) <= key < len(self.items)
         ):
-            raise Unsupported("unsupported_value", f"ModuleList[{key!r}] (raises in eager)")
+            raise Unsupported("operation_raises", f"ModuleList[{key!r}] (raises in eager)")
         return self.items[key]
 
     def call_method(self, tx: Tx, name: str, args: list, kwargs: dict) -> Any:
@@ -258,7 +266,7 @@ class ModuleListSliceVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "__getitem__" and len(args) == 1 and not kwargs:
             return self.getitem(tx, args[0])
-        raise Unsupported("unsupported_call", f"ModuleList slice .{name}")
+        raise Unsupported("unsupported_method", f"ModuleList slice .{name}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         from bytegraph.variables.containers import ListVariable

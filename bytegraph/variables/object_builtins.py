@@ -61,11 +61,11 @@ class SuperVariable(VariableTracker):
         if isinstance(obj, ExceptionInstanceVariable):
             return super_getattr(tx, self.cls, obj, name)
         if not isinstance(obj, UserDefinedObjectVariable):
-            raise Unsupported("unsupported_value", f"super() of {obj}")
+            raise Unsupported("unmodelled_value", f"super() of {obj}")
         mro = obj.cls.__mro__
         if self.cls not in mro:
             raise Unsupported(
-                "unsupported_value", "super(type, obj): obj is not an instance of type"
+                "operation_raises", "super(type, obj): obj is not an instance of type"
             )
         found = lookup_class_attr(tx, obj.cls, obj.class_source(tx), name, mro.index(self.cls) + 1)
         if found is None:
@@ -82,7 +82,9 @@ def zero_arg_super(tx: Tx) -> SuperVariable:
     cell = tx.cells.get("__class__")
     code = tx.code
     if cell is None or not (code.co_argcount or code.co_flags & 0x04):
-        raise Unsupported("unsupported_call", "super() outside a method (RuntimeError in eager)")
+        raise Unsupported(
+            "call_raises_type_error", "super() outside a method (RuntimeError in eager)"
+        )
     first = code.co_varnames[0]
     if first in tx.cells:
         obj = tx.cells[first].load(tx)
@@ -110,14 +112,14 @@ class ObjectSlotVariable(VariableTracker):
         if self.obj is not None:
             args = [self.obj, *args]
         if kwargs or not args:
-            raise Unsupported("unsupported_call", f"object.{self.name} with these arguments")
+            raise Unsupported("dataclass_call", f"object.{self.name} with these arguments")
         target, rest = args[0], args[1:]
         if self.name == "__new__":
             if rest or not isinstance(target, UserDefinedClassVariable):
-                raise Unsupported("unsupported_call", f"object.__new__({target})")
+                raise Unsupported("dataclass_call", f"object.__new__({target})")
             return target.new_instance(tx)
         if not isinstance(target, UserDefinedObjectVariable):
-            raise Unsupported("unsupported_call", f"object.{self.name} on {target}")
+            raise Unsupported("dataclass_call", f"object.{self.name} on {target}")
         if self.name == "__init__" and not rest:
             return ConstantVariable(None)
         if self.name == "__getattribute__" and len(rest) == 1:
@@ -132,7 +134,7 @@ class ObjectSlotVariable(VariableTracker):
         ):
             target.var_delattr(tx, rest[0].as_python_constant())
             return ConstantVariable(None)
-        raise Unsupported("unsupported_call", f"object.{self.name} with {len(rest)} arguments")
+        raise Unsupported("dataclass_call", f"object.{self.name} with {len(rest)} arguments")
 
     def __repr__(self) -> str:
         return f"ObjectSlotVariable({self.name})"
@@ -141,7 +143,7 @@ class ObjectSlotVariable(VariableTracker):
 def _name_arg(value: VariableTracker) -> str:
     name = value.as_python_constant()
     if not isinstance(name, str):
-        raise Unsupported("unsupported_value", f"attribute name {name!r} (TypeError in eager)")
+        raise Unsupported("operation_raises", f"attribute name {name!r} (TypeError in eager)")
     return name
 
 
@@ -171,7 +173,7 @@ class ObjectBuiltinVariable(BuiltinVariable):
         if handled is not None:
             return handled
         if fn in (super, object, setattr, delattr):
-            raise Unsupported("unsupported_call", f"{fn.__name__}() with these arguments")
+            raise Unsupported("builtin_arguments", f"{fn.__name__}() with these arguments")
         return super().call_builtin(tx, args, kwargs)
 
     def _on_object(self, tx: Tx, args: list[VariableTracker]) -> VariableTracker | None:
@@ -182,13 +184,13 @@ class ObjectBuiltinVariable(BuiltinVariable):
         if fn is setattr and len(args) == 3:
             setter = getattr(obj, "var_setattr", None)
             if setter is None:
-                raise Unsupported("side_effect", f"setattr on {obj}")
+                raise Unsupported("attribute_mutation", f"setattr on {obj}")
             setter(tx, _name_arg(args[1]), args[2])
             return ConstantVariable(None)
         if fn is delattr and len(args) == 2:
             deleter = getattr(obj, "var_delattr", None)
             if deleter is None:
-                raise Unsupported("side_effect", f"delattr on {obj}")
+                raise Unsupported("attribute_mutation", f"delattr on {obj}")
             deleter(tx, _name_arg(args[1]))
             return ConstantVariable(None)
         if fn is hasattr and len(args) == 2 and isinstance(obj, TensorVariable):
@@ -221,7 +223,7 @@ class ObjectBuiltinVariable(BuiltinVariable):
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if self.fn is object and name in _OBJECT_SLOTS:
             return ObjectSlotVariable(name)
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {self.fn.__name__}")
+        raise Unsupported("unknown_attribute", f"attribute {name!r} of {self.fn.__name__}")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:
@@ -249,13 +251,13 @@ class DataclassReplaceVariable(VariableTracker):
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if len(args) != 1 or not isinstance(args[0], UserDefinedObjectVariable):
             raise Unsupported(
-                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
+                "dataclass_call", "dataclasses.replace of a non-dataclass (TypeError)"
             )
         obj = args[0]
         fields = getattr(obj.cls, "__dataclass_fields__", None)
         if fields is None:
             raise Unsupported(
-                "unsupported_call", "dataclasses.replace of a non-dataclass (TypeError)"
+                "dataclass_call", "dataclasses.replace of a non-dataclass (TypeError)"
             )
         changes = dict(kwargs)
         for field in fields.values():
@@ -265,13 +267,13 @@ class DataclassReplaceVariable(VariableTracker):
             if not field.init:
                 if field.name in changes:
                     raise Unsupported(
-                        "unsupported_call", f"replace() of init=False field {field.name!r}"
+                        "dataclass_call", f"replace() of init=False field {field.name!r}"
                     )
                 continue
             if field.name not in changes:
                 if kind is dataclasses._FIELD_INITVAR:  # noqa: SLF001
                     raise Unsupported(
-                        "unsupported_call", f"replace() without InitVar {field.name!r}"
+                        "dataclass_call", f"replace() without InitVar {field.name!r}"
                     )
                 changes[field.name] = obj.var_getattr(tx, field.name)
         return obj.class_vt(tx).call_function(tx, [], changes)

@@ -22,7 +22,7 @@ def _bind_method(fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
     from bytegraph.variables.user_defined import UserMethodVariable
 
     if not isinstance(fn, BaseFunctionVariable):
-        raise Unsupported("unsupported_call", f"types.MethodType of {fn}")
+        raise Unsupported("opaque_object_call", f"types.MethodType of {fn}")
     return UserMethodVariable(fn, obj)
 
 
@@ -48,7 +48,7 @@ class WeakRefVariable(VariableTracker):
         from bytegraph.variables.builder import wrap
 
         if args or kwargs or self.source is None:
-            raise Unsupported("unsupported_call", "a weak reference called with arguments")
+            raise Unsupported("call_raises_type_error", "a weak reference called with arguments")
         source = CallResultSource(self.source)
         referent = self.ref()
         if referent is None:
@@ -80,7 +80,7 @@ class ClassVariable(PythonValueVariable):
             return PartialVariable(args[0], tuple(args[1:]), dict(kwargs))
         if self.value is types.MethodType and len(args) == 2 and not kwargs:
             return _bind_method(args[0], args[1])
-        raise Unsupported("unsupported_call", f"instantiating {self.value.__qualname__}")
+        raise Unsupported("object_creation", f"instantiating {self.value.__qualname__}")
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         """The names of a builtin class (``type(e).__name__``): fixed, as no Python code
@@ -111,7 +111,7 @@ class ObjectVariable(VariableTracker):
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         raise Unsupported(
-            "unsupported_value", f"attribute {name!r} of a {type(self.value).__name__} object"
+            "unknown_attribute", f"attribute {name!r} of a {type(self.value).__name__} object"
         )
 
     def call_function(
@@ -120,10 +120,26 @@ class ObjectVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        raise Unsupported("unsupported_call", f"call of {describe_callable(self.value)}")
+        raise refuse_call(self.value)
 
     def __repr__(self) -> str:
         return f"ObjectVariable({type(self.value).__name__})"
+
+
+_C_CALLABLES = (
+    types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+    types.MethodWrapperType, types.ClassMethodDescriptorType,
+)
+
+
+def refuse_call(value: Any) -> Unsupported:
+    """The break for a call of ``value``, which the trace can neither follow nor model."""
+    what = f"call of {describe_callable(value)}"
+    if isinstance(value, _C_CALLABLES):
+        return Unsupported("c_function_call", what)
+    if isinstance(value, types.FunctionType):  # only torch's own functions get here
+        return Unsupported("torch_internal_call", what)
+    return Unsupported("opaque_object_call", what)
 
 
 def describe_callable(value: Any) -> str:

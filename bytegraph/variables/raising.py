@@ -60,9 +60,9 @@ def inline_frame(tx: Tx, fn: VariableTracker, args: list[VariableTracker]) -> Va
 
     code = fn.code()
     if code.co_flags & _CO_GENERATOR_OR_ASYNC:
-        raise Unsupported("unsupported_call", f"{code.co_name} is a generator or coroutine")
+        raise Unsupported("coroutine_call", f"{code.co_name} is a generator or coroutine")
     if tx.inline_depth >= config.inline_depth_limit:
-        raise Unsupported("inline_limit", f"inlining {code.co_name} at depth {tx.inline_depth}")
+        raise Unsupported("inline_depth", f"inlining {code.co_name} at depth {tx.inline_depth}")
     positional, keyword = fn.defaults(tx)
     symbolic_locals = bind_arguments(code, args, {}, positional, keyword)
     child = InliningInstructionTranslator(
@@ -74,7 +74,7 @@ def inline_frame(tx: Tx, fn: VariableTracker, args: list[VariableTracker]) -> Va
     except ObservedRaise as e:
         name = e.exc.exc_type.__name__
         detail = f"{name} raised by {code.co_name}, which a protocol may catch"
-        raise FrameRaised(e.exc.exc_type, Unsupported("unsupported_call", detail)) from None
+        raise FrameRaised(e.exc.exc_type, Unsupported("protocol_exception", detail)) from None
     except Unsupported as e:
         raised = _raised_here(child, e)
         if raised is not None:
@@ -116,7 +116,7 @@ def sequence_items(tx: Tx, getitem: VariableTracker, obj: VariableTracker) -> li
         if item is None:
             return items
         items.append(item)
-    raise Unsupported("unsupported_value", f"a sequence of over {_MAX_SEQUENCE_ITEMS} items")
+    raise Unsupported("size_limit", f"a sequence of over {_MAX_SEQUENCE_ITEMS} items")
 
 
 # -- exception objects ----------------------------------------------------------------
@@ -173,12 +173,12 @@ class ExceptionClassVariable(ClassVariable):
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if kwargs:
-            raise Unsupported("unsupported_call", f"{self.value.__name__}() with keywords")
+            raise Unsupported("exception_construction", f"{self.value.__name__}() with keywords")
         if issubclass(self.value, _CONSTRUCTOR_CHECKS) or (
             issubclass(self.value, OSError) and len(args) >= 2
         ):
             raise Unsupported(  # OSError(2, "x") makes a FileNotFoundError, for one
-                "unsupported_call", f"{self.value.__name__}(): its constructor checks or maps"
+                "exception_construction", f"{self.value.__name__}(): its constructor checks or maps"
             )
         mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
         return ExceptionInstanceVariable(self.value, tuple(args), mutation_type=mutation)

@@ -127,7 +127,7 @@ class SetRecipe:
         if self.order is not None:
             return self.order
         raise Unsupported(
-            "unsupported_value",
+            "set_order_unknown",
             "iteration order of a set derived from a mutated or combined input set",
         )
 
@@ -170,11 +170,11 @@ def element(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
 
     value = python_constant(tx, vt)
     if not is_constant_value(value):
-        raise Unsupported("unsupported_value", f"set element {vt} is not a constant")
+        raise Unsupported("not_a_constant", f"set element {vt} is not a constant")
     try:
         hash(value)
     except TypeError:
-        raise Unsupported("unsupported_value", f"unhashable set element {value!r}") from None
+        raise Unsupported("operation_raises", f"unhashable set element {value!r}") from None
     return value
 
 
@@ -227,7 +227,7 @@ class SetVariable(VariableTracker):
         """An equal real set that also iterates as eager's does, or Unsupported."""
         recipe = self.items_now(tx)
         if not recipe.exact:  # a copy of it would not iterate as the real one does
-            raise Unsupported("unsupported_value", "a set from the frame used as a constant")
+            raise Unsupported("set_order_unknown", "a set from the frame used as a constant")
         return recipe.build()
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
@@ -257,10 +257,10 @@ class SetVariable(VariableTracker):
     ) -> VariableTracker:
         check_method_arguments(self.python_type(), name, args, kwargs)
         if kwargs:
-            raise Unsupported("unsupported_call", f"set.{name} with keyword arguments")
+            raise Unsupported("unsupported_method", f"set.{name} with keyword arguments")
         method = _SET_METHODS.get(name)
         if method is None:
-            raise Unsupported("unsupported_call", f"set.{name}")
+            raise Unsupported("unsupported_method", f"set.{name}")
         return method(tx, self, *args)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -325,7 +325,7 @@ def _set_pop(tx, s: SetVariable) -> VariableTracker:
 
     recipe = s.items_now(tx)
     if not recipe.exact:
-        raise Unsupported("unsupported_value", "set.pop of a set whose table is unknown")
+        raise Unsupported("set_order_unknown", "set.pop of a set whose table is unknown")
     real = recipe.build()
     if not real:
         from bytegraph.translate.ops.exceptions import raise_as_eager

@@ -57,20 +57,20 @@ class FrozenValueVariable(PythonValueVariable):
         if isinstance(self.value, types.MappingProxyType) and name in _MAPPING_READS:
             return BoundMethodVariable(self, name)
         if name.startswith("_") or not hasattr(self.value, name):
-            raise Unsupported("unsupported_value", f"attribute {name!r} of {self}")
+            raise Unsupported("unknown_attribute", f"attribute {name!r} of {self}")
         attr = getattr(self.value, name)
         if callable(attr) and not isinstance(attr, type):
-            raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+            raise Unsupported("inspect_call", f"method {name!r} of {self}")
         return frozen(attr)
 
     def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
         if not isinstance(self.value, types.MappingProxyType) or name not in _MAPPING_READS:
-            raise Unsupported("unsupported_call", f"method {name!r} of {self}")
+            raise Unsupported("inspect_call", f"method {name!r} of {self}")
         values = [a.as_python_constant() for a in args]
         try:
             result = getattr(self.value, name)(*values)
         except Exception as e:  # KeyError...: eager raises it
-            raise Unsupported("unsupported_value", f"{name} raised {type(e).__name__}") from e
+            raise Unsupported("inspect_call", f"{name} raised {type(e).__name__}") from e
         return frozen(tuple(result) if name in ("keys", "values", "items") else result)
 
     def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
@@ -95,7 +95,7 @@ class SignatureFunctionVariable(VariableTracker):
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
-            raise Unsupported("unsupported_call", "inspect.signature with options")
+            raise Unsupported("inspect_call", "inspect.signature with options")
         return FrozenValueVariable(inspect.signature(_known_callable(tx, args[0])))
 
 
@@ -108,7 +108,7 @@ def _known_callable(tx: Tx, vt: VariableTracker) -> Any:
     bound = isinstance(vt, UserMethodVariable)
     fn_vt = vt.fn if bound else vt
     if not isinstance(fn_vt, UserFunctionVariable) or fn_vt.source is None:
-        raise Unsupported("unsupported_call", f"inspect.signature of {vt}")
+        raise Unsupported("inspect_call", f"inspect.signature of {vt}")
     _guard_signature_inputs(tx, fn_vt.fn, fn_vt.source)
     # A bound method's signature drops the first parameter, whatever it is bound to.
     return types.MethodType(fn_vt.fn, object()) if bound else fn_vt.fn
@@ -118,7 +118,7 @@ def _guard_signature_inputs(tx: Tx, fn: Any, source: Any, depth: int = 0) -> Non
     """Guard what ``inspect.signature(fn)`` reads: code, defaults, and the
     ``__wrapped__``/``__signature__`` it follows (the function itself is ID_MATCHed)."""
     if depth > 8 or not isinstance(fn, types.FunctionType):
-        raise Unsupported("unsupported_call", f"inspect.signature of {fn!r}")
+        raise Unsupported("inspect_call", f"inspect.signature of {fn!r}")
     add = tx.output.add_guard
     for name in ("__code__", "__defaults__", "__kwdefaults__", "__annotations__"):
         add(GuardKind.ID_MATCH, AttrSource(source, name), getattr(fn, name))

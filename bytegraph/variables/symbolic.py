@@ -95,7 +95,7 @@ def decide(kind: type, value: Any) -> Any:
         return kind(value)
     except GuardOnDataDependentSymNode as e:
         raise Unsupported(
-            "data_dependent",
+            "unbacked_value_needed",
             f"Python needs the value of {value}, which only the tensor's data decides "
             "(Tensor.item(), or the size of nonzero/x[mask]...)",
         ) from e
@@ -175,11 +175,11 @@ def binary_op(tx: Tx, op: Any, left: VariableTracker, right: VariableTracker) ->
     args = [_operand(v) for v in (left, right)]
     values = [a[1] for a in args]
     if op not in ARITHMETIC and op not in COMPARISONS:
-        raise Unsupported("unsupported_value", f"{op.__name__} of a symbolic size")
+        raise Unsupported("symbolic_size_op", f"{op.__name__} of a symbolic size")
     try:
         result = op(*values)
     except Exception as e:  # noqa: BLE001  (ZeroDivisionError...: decide it in Python)
-        raise Unsupported("unsupported_value", f"{op.__name__} of a symbolic size: {e}") from e
+        raise Unsupported("symbolic_size_op", f"{op.__name__} of a symbolic size: {e}") from e
     if not _unbacked(result):
         if op in COMPARISONS:
             return ConstantVariable(_concrete(result))  # a guard on the relation
@@ -236,4 +236,4 @@ def _operand(vt: VariableTracker) -> tuple[Any, Any]:
         value = vt.as_python_constant()
         if isinstance(value, (int, float, bool)):
             return value, value
-    raise Unsupported("unsupported_value", f"{vt} in arithmetic with a symbolic size")
+    raise Unsupported("symbolic_size_op", f"{vt} in arithmetic with a symbolic size")

@@ -57,7 +57,7 @@ class TensorVariable(VariableTracker):
         return tuple(self.example.shape)
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
-        raise Unsupported("data_dependent", "bool() of a tensor decides Python control flow")
+        raise Unsupported("data_dependent_branch", "bool() of a tensor decides Python control flow")
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         from bytegraph.variables.base import BoundMethodVariable
@@ -70,10 +70,10 @@ class TensorVariable(VariableTracker):
         if name in _GRAPH_ATTRIBUTES:
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name in _UNSUPPORTED_METHODS:
-            raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
+            raise _refuse_method(name)
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
-        raise Unsupported("unsupported_value", f"Tensor attribute {name!r}")
+        raise Unsupported("tensor_attribute", f"Tensor attribute {name!r}")
 
     def call_method(
         self,
@@ -85,7 +85,7 @@ class TensorVariable(VariableTracker):
         if name == "item" and not args and not kwargs:
             return _item(tx, self)
         if name in _UNSUPPORTED_METHODS:
-            raise Unsupported("data_dependent", f"Tensor.{name} needs the tensor's values")
+            raise _refuse_method(name)
         folded = _fold_method(tx, self, name, args, kwargs)
         if folded is not None:
             return folded
@@ -93,7 +93,7 @@ class TensorVariable(VariableTracker):
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
         if not self.shape:
-            raise Unsupported("unsupported_value", "iteration over a 0-d tensor")
+            raise Unsupported("unknown_iteration", "iteration over a 0-d tensor")
         return [
             tensor_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
             for i in range(self.shape[0])
@@ -108,7 +108,7 @@ def _item(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:
     (``config.capture_scalar_outputs``), a node whose value is an unbacked symbol."""
     if tx.output.shapes is None:  # a static trace: the switch is off
         raise Unsupported(
-            "data_dependent",
+            "item_call",
             "Tensor.item() reads the tensor's value into Python; set "
             "bytegraph.config.capture_scalar_outputs = True to keep it in the graph",
         )
@@ -121,6 +121,19 @@ _UNSUPPORTED_METHODS = frozenset({
     "storage", "untyped_storage", "set_", "requires_grad_", "apply_", "map_", "map2_",
     "share_memory_", "record_stream", "__bool__", "__index__", "__int__", "__float__",
 })
+
+
+def _refuse_method(name: str) -> Unsupported:
+    """The break for ``Tensor.<name>``, one of ``_UNSUPPORTED_METHODS``."""
+    detail = f"Tensor.{name} needs the tensor's values"
+    if name in ("tolist", "numpy"):
+        return Unsupported("tolist_call", detail)
+    if name == "__bool__":
+        return Unsupported("data_dependent_branch", detail)
+    if name in ("__index__", "__int__", "__float__"):
+        return Unsupported("scalar_conversion", detail)
+    detail = f"Tensor.{name} needs the tensor's storage or autograd state"
+    return Unsupported("tensor_method_unsupported", detail)
 
 
 def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
@@ -167,7 +180,7 @@ def _fold_method(
         result = getattr(t.example, name)(*const_args, **const_kwargs)
     except Exception as e:  # x.size(5) on a matrix: raises in eager too, so run it there
         detail = f"Tensor.{name} raised {type(e).__name__}: {e}"
-        raise Unsupported("unsupported_value", detail) from e
+        raise Unsupported("operation_raises", detail) from e
     if name == "size" and not const_args and not const_kwargs:
         return _size_of(tx, t)
     if isinstance(result, torch.Size):
@@ -292,7 +305,7 @@ def _lower(
             return container(graph), container(meta)
         constant = value.as_python_constant()
         if not is_constant_value(constant):
-            raise Unsupported("unsupported_value", f"{value} as an argument of a tensor op")
+            raise Unsupported("op_argument", f"{value} as an argument of a tensor op")
         return constant, constant
     if isinstance(value, _SizeArgument):
         graph, meta = _lower(tx, tuple(value.size.items), devices)
@@ -337,4 +350,6 @@ def _wrap_result(
         return ConstantVariable(None)
     if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return symbolic_or_constant(tx, node, example)
-    raise Unsupported("data_dependent", f"operation returned a Python {type(example).__name__}")
+    raise Unsupported(
+        "data_dependent_result", f"operation returned a Python {type(example).__name__}"
+    )

@@ -90,13 +90,13 @@ def is_torch_helper(value: Any) -> bool:
 
 def _tensor_arg(args: list[VariableTracker]) -> TensorVariable:
     if len(args) != 1 or not isinstance(args[0], TensorVariable):
-        raise Unsupported("unsupported_call", "tensor predicate on a non-tensor")
+        raise Unsupported("builtin_arguments", "tensor predicate on a non-tensor")
     return args[0]
 
 
 def _not_jit_tracing() -> bool:
     if torch.jit.is_tracing():
-        raise Unsupported("unsupported_call", "tracing under torch.jit.trace")
+        raise Unsupported("jit_tracing", "tracing under torch.jit.trace")
     return False
 
 
@@ -164,7 +164,7 @@ def _fold_state(tx: InstructionTranslatorBase, fn: Any, args: list[VariableTrack
     consts = tuple(python_constant(tx, a) for a in args)
     value = fn(*consts)
     if value is not None and type(value) not in (bool, torch.dtype):
-        raise Unsupported("unsupported_call", f"{fn.__name__}() returned {type(value).__name__}")
+        raise Unsupported("torch_call_result", f"{fn.__name__}() returned {type(value).__name__}")
     tx.output.add_guard(GuardKind.CONSTANT_MATCH, StateCallSource(fn, consts), value)
     return value
 
@@ -187,9 +187,11 @@ def _has_torch_function(args: list[VariableTracker]) -> bool:
         elif isinstance(arg, TensorVariable):
             override = getattr(arg.python_type(), "__torch_function__", None)
             if override not in _NO_TORCH_FUNCTION:
-                raise Unsupported("unsupported_call", "has_torch_function of a tensor subclass")
+                raise Unsupported(
+                    "unsupported_tensor_kind", "has_torch_function of a tensor subclass"
+                )
         elif not arg.is_python_constant():
-            raise Unsupported("unsupported_call", f"has_torch_function of {arg}")
+            raise Unsupported("unsupported_tensor_kind", f"has_torch_function of {arg}")
     return False
 
 
@@ -221,7 +223,7 @@ class TorchFunctionVariable(PythonValueVariable):
                 result = self.value(*consts, **const_kwargs)
             except Exception as e:  # torch.device("nope"): let eager raise it
                 raise Unsupported(
-                    "unsupported_value", f"{self.value.__name__} raised {type(e).__name__}: {e}"
+                    "operation_raises", f"{self.value.__name__} raised {type(e).__name__}: {e}"
                 ) from e
             if isinstance(result, (torch.finfo, torch.iinfo)):  # immutable; attributes fold
                 return ConstantVariable(result)
@@ -251,7 +253,7 @@ class PythonModuleVariable(VariableTracker):
             attr = getattr(self.value, name)
         except AttributeError:
             raise Unsupported(
-                "unsupported_value", f"module {self.value.__name__} has no {name!r}"
+                "unknown_attribute", f"module {self.value.__name__} has no {name!r}"
             ) from None
         if self.source is None:
             return wrap_constant_result(attr)

@@ -138,11 +138,11 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
 
     if not isinstance(fn, types.FunctionType):
         raise Unsupported(
-            "unsupported_call", f"calling {type(fn).__name__} {fn!r} found on a class"
+            "opaque_object_call", f"calling {type(fn).__name__} {fn!r} found on a class"
         )
     if source is None:
         raise Unsupported(
-            "unsupported_value", f"method {fn.__qualname__} of a class with no source"
+            "class_without_source", f"method {fn.__qualname__} of a class with no source"
         )
     vt = wrap(tx, fn, source)
     if isinstance(vt, UserFunctionVariable) or not fn.__module__.startswith("torch"):
@@ -198,7 +198,7 @@ class UserDefinedClassVariable(ClassVariable):
         if tracked is not None and tracked.source is not None:
             return tracked.source
         raise Unsupported(
-            "unsupported_value", f"attribute of class {self.value.__qualname__} with no source"
+            "class_without_source", f"attribute of class {self.value.__qualname__} with no source"
         )
 
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
@@ -225,7 +225,7 @@ class UserDefinedClassVariable(ClassVariable):
             return function_vt(tx, raw, found.source)
         if hasattr(type(raw), "__get__"):
             raise Unsupported(
-                "unsupported_value", f"descriptor {name!r} read through class {cls.__qualname__}"
+                "descriptor_access", f"descriptor {name!r} read through class {cls.__qualname__}"
             )
         return wrap(tx, raw, AttrSource(source, name))
 
@@ -239,7 +239,7 @@ class UserDefinedClassVariable(ClassVariable):
             or meta.__delattr__ is not type.__delattr__
         ):
             detail = f"{action} {name!r} of class {self.value.__qualname__}"
-            raise Unsupported("side_effect", detail)
+            raise Unsupported("custom_setattr", detail)
 
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
         self._check_class_store(name, "setting")
@@ -260,31 +260,33 @@ class UserDefinedClassVariable(ClassVariable):
         cls = self.value
         if issubclass(cls, torch.nn.Module):
             raise Unsupported(
-                "unsupported_call", f"constructing the nn.Module {cls.__qualname__} in the trace"
+                "object_creation", f"constructing the nn.Module {cls.__qualname__} in the trace"
             )
         default_new = dict.__new__ if mapping_base(cls) else object.__new__
         if type(cls).__call__ is not type.__call__ or cls.__new__ is not default_new:
             raise Unsupported(
-                "unsupported_call", f"{cls.__qualname__} customises instance creation"
+                "object_creation", f"{cls.__qualname__} customises instance creation"
             )
         obj = self.new_instance(tx)
         init = lookup_class_attr(tx, cls, self._source(tx), "__init__")
         if init is not None and init.owner is object:
             if args or kwargs:
                 raise Unsupported(
-                    "unsupported_call", f"{cls.__qualname__}() takes no arguments (TypeError)"
+                    "call_raises_type_error", f"{cls.__qualname__}() takes no arguments (TypeError)"
                 )
             return obj
         result = obj.bind(tx, init, "__init__").call_function(tx, args, kwargs)
         if not (result.is_python_constant() and result.as_python_constant() is None):
-            raise Unsupported("unsupported_call", "__init__ returned a value (TypeError in eager)")
+            raise Unsupported(
+                "call_raises_type_error", "__init__ returned a value (TypeError in eager)"
+            )
         return obj
 
     def new_instance(self, tx: Tx) -> UserDefinedObjectVariable:
         """``object.__new__(cls)``: an empty instance created by the trace."""
         if not _has_instance_dict(self.value):
             raise Unsupported(
-                "unsupported_call", f"instances of {self.value.__qualname__} have no __dict__"
+                "object_creation", f"instances of {self.value.__qualname__} have no __dict__"
             )
         mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
         if mapping_base(self.value) is not None:
@@ -373,7 +375,7 @@ class UserDefinedObjectVariable(VariableTracker):
             return InstanceDictVariable(self)
         if not name.isidentifier() or name == "__dict__":
             raise Unsupported(
-                "unsupported_value", f"attribute {name!r} of a {self.cls.__qualname__}"
+                "unknown_attribute", f"attribute {name!r} of a {self.cls.__qualname__}"
             )
         found = self.lookup(tx, name)
         if found is not None and found.pending is None and is_data_descriptor(found.raw):
@@ -435,7 +437,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(raw, property):
             if raw.fget is None:
                 raise Unsupported(
-                    "unsupported_value", f"property {name!r} has no getter (AttributeError)"
+                    "operation_raises", f"property {name!r} has no getter (AttributeError)"
                 )
             return function_vt(tx, raw.fget, AttrSource(found.source, "fget")).call_function(
                 tx, [self], {}
@@ -457,7 +459,7 @@ class UserDefinedObjectVariable(VariableTracker):
         getter = type(found.raw).__get__
         if not isinstance(getter, types.FunctionType) or found.source is None:
             raise Unsupported(
-                "unsupported_value", f"descriptor {name!r} of {self.cls.__qualname__}"
+                "descriptor_access", f"descriptor {name!r} of {self.cls.__qualname__}"
             )
         descriptor = wrap(tx, found.raw, found.source)
         getter_vt = function_vt(
@@ -489,7 +491,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if self.cls.__setattr__ is not object.__setattr__:
             found = self.lookup(tx, "__setattr__")
             if not self.is_new or found is None or not isinstance(found.raw, types.FunctionType):
-                raise Unsupported("side_effect", f"{self.cls.__qualname__} defines __setattr__")
+                raise Unsupported("custom_setattr", f"{self.cls.__qualname__} defines __setattr__")
             self.bind(tx, found, "__setattr__").call_function(
                 tx, [ConstantVariable(name), value], {}
             )
@@ -501,10 +503,10 @@ class UserDefinedObjectVariable(VariableTracker):
         if not self.is_new and self.cls.__setattr__ is not object.__setattr__:
             # The replay runs STORE_ATTR, which would go through the custom __setattr__.
             raise Unsupported(
-                "side_effect", f"object.__setattr__ on an existing {self.cls.__qualname__}"
+                "custom_setattr", f"object.__setattr__ on an existing {self.cls.__qualname__}"
             )
         if not name.isidentifier():
-            raise Unsupported("side_effect", f"attribute name {name!r}")
+            raise Unsupported("attribute_mutation", f"attribute name {name!r}")
         found = self.lookup(tx, name)
         if found is not None and found.pending is None and is_data_descriptor(found.raw):
             raw = found.raw
@@ -513,22 +515,24 @@ class UserDefinedObjectVariable(VariableTracker):
                 setter.call_function(tx, [self, value], {})
                 return
             raise Unsupported(
-                "side_effect", f"setting descriptor {name!r} of {self.cls.__qualname__}"
+                "custom_setattr", f"setting descriptor {name!r} of {self.cls.__qualname__}"
             )
         if not _has_instance_dict(self.cls):
             raise Unsupported(
-                "side_effect", f"instances of {self.cls.__qualname__} have no __dict__"
+                "custom_setattr", f"instances of {self.cls.__qualname__} have no __dict__"
             )
         tx.output.side_effects.store_attr(self, name, value)
 
     def var_delattr(self, tx: Tx, name: str) -> None:
         """``del obj.name`` (DELETE_ATTR, delattr)."""
         if self.cls.__delattr__ is not object.__delattr__ or not name.isidentifier():
-            raise Unsupported("side_effect", f"deleting {name!r} of a {self.cls.__qualname__}")
+            raise Unsupported(
+                "attribute_mutation", f"deleting {name!r} of a {self.cls.__qualname__}"
+            )
         found = self.lookup(tx, name)
         if found is not None and found.pending is None and is_data_descriptor(found.raw):
             raise Unsupported(
-                "side_effect", f"deleting descriptor {name!r} of {self.cls.__qualname__}"
+                "custom_setattr", f"deleting descriptor {name!r} of {self.cls.__qualname__}"
             )
         if self.instance_attr(tx, name) is None:
             raise MissingAttribute(f"a {self.cls.__qualname__} object", name)
@@ -561,14 +565,14 @@ class UserDefinedObjectVariable(VariableTracker):
         """``type(obj).name(obj, *args)``: special methods are looked up on the type."""
         found = self.lookup(tx, name)
         if found is None or found.owner is object:
-            raise Unsupported("unsupported_call", f"{self.cls.__qualname__} has no {name}")
+            raise Unsupported("unsupported_method", f"{self.cls.__qualname__} has no {name}")
         return self.bind(tx, found, name).call_function(tx, args, {})
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         found = self.lookup(tx, "__call__")
         if found is None:
             raise Unsupported(
-                "unsupported_call", f"a {self.cls.__qualname__} object is not callable"
+                "call_raises_type_error", f"a {self.cls.__qualname__} object is not callable"
             )
         return self.bind(tx, found, "__call__").call_function(tx, args, kwargs)
 
@@ -593,7 +597,7 @@ class UserDefinedObjectVariable(VariableTracker):
         result = self.call_special(tx, "__len__", [])
         value = result.as_python_constant()
         if not isinstance(value, int) or value < 0:
-            raise Unsupported("unsupported_value", f"__len__ returned {value!r}")
+            raise Unsupported("operation_raises", f"__len__ returned {value!r}")
         return value
 
     def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
@@ -602,7 +606,7 @@ class UserDefinedObjectVariable(VariableTracker):
             return self._sequence_protocol(tx)
         iterator = self.call_special(tx, "__iter__", [])
         if iterator is self or isinstance(iterator, UserDefinedObjectVariable):
-            raise Unsupported("unsupported_value", f"a {self.cls.__qualname__} iterating itself")
+            raise Unsupported("unknown_iteration", f"a {self.cls.__qualname__} iterating itself")
         return iterator.unpack_sequence(tx)
 
     def _sequence_protocol(self, tx: Tx) -> list[VariableTracker]:
@@ -614,7 +618,7 @@ class UserDefinedObjectVariable(VariableTracker):
         if found is None or found.pending is not None or not isinstance(
             found.raw, types.FunctionType
         ):
-            raise Unsupported("unsupported_value", f"a {self.cls.__qualname__} is not iterable")
+            raise Unsupported("operation_raises", f"a {self.cls.__qualname__} is not iterable")
         return sequence_items(tx, function_vt(tx, found.raw, found.source), self)
 
     def truth(self, tx: Tx) -> bool:
@@ -631,7 +635,7 @@ class UserDefinedObjectVariable(VariableTracker):
             self.source.reconstruct(codegen)
             return
         if self.cls_vt is None:
-            raise Unsupported("unsupported_value", f"rebuilding a {self.cls.__qualname__}")
+            raise Unsupported("unrebuildable_value", f"rebuilding a {self.cls.__qualname__}")
         codegen.build_object(
             self,
             lambda: codegen.call_const(object.__new__, [self.cls_vt]),

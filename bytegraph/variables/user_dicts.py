@@ -64,7 +64,7 @@ class MappingKeysSource(ChildSource):
         return f"tuple({_base_expr(self.mapping_type)}.keys({self.base.expr()}))"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        raise Unsupported("unsupported_value", "loading the keys of a mapping (guards only)")
+        raise Unsupported("mapping_contents", "loading the keys of a mapping (guards only)")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class ObjectMappingVariable(DictVariable):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         if not self.owner:
-            raise Unsupported("unsupported_value", "the mapping of an unknown object")
+            raise Unsupported("mapping_contents", "the mapping of an unknown object")
         codegen(self.owner[0])
 
 
@@ -159,9 +159,9 @@ class UserDictObjectVariable(UserDefinedObjectVariable):
         if name == "__init__":  # dict.__init__(self, *args, **kwargs) is an update
             name = "update"
         elif name == "__getitem__" and self.lookup(tx, "__missing__") is not None:
-            raise Unsupported("unsupported_call", f"{self.cls.__qualname__} defines __missing__")
+            raise Unsupported("unsupported_method", f"{self.cls.__qualname__} defines __missing__")
         elif name not in _CONTENT_METHODS:
-            raise Unsupported("unsupported_call", f"{name} of a {self.cls.__qualname__}")
+            raise Unsupported("unsupported_method", f"{name} of a {self.cls.__qualname__}")
         return BoundMethodVariable(self.mapping, name)
 
     def _inherits(self, name: str) -> bool:

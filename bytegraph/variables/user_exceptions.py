@@ -128,7 +128,7 @@ class UserExceptionClassVariable(ExceptionClassVariable):
     def class_source(self) -> Source:
         if self.source is None:
             raise Unsupported(
-                "unsupported_value", f"exception class {self.value.__qualname__} with no source"
+                "class_without_source", f"exception class {self.value.__qualname__} with no source"
             )
         return self.source
 
@@ -151,7 +151,7 @@ class UserExceptionClassVariable(ExceptionClassVariable):
 
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
         if name.startswith("__"):
-            raise Unsupported("side_effect", f"setting {name!r} of {self.value.__qualname__}")
+            raise Unsupported("custom_setattr", f"setting {name!r} of {self.value.__qualname__}")
         self.as_user_class().var_setattr(tx, name, value)
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
@@ -162,13 +162,15 @@ class UserExceptionClassVariable(ExceptionClassVariable):
         exc = ExceptionInstanceVariable(cls, tuple(args), cls_vt=self, mutation_type=mutation)
         init = lookup_class_attr(tx, cls, self.class_source(), "__init__")
         if init is None:
-            raise Unsupported("unsupported_call", f"{cls.__qualname__} has no __init__")
+            raise Unsupported("exception_construction", f"{cls.__qualname__} has no __init__")
         if init.pending is None and not _is_heap(init.owner):
             base_init(tx, self, init, exc).call_function(tx, list(args), dict(kwargs))
             return exc
         result = bind(tx, exc, init, "__init__").call_function(tx, list(args), dict(kwargs))
         if not (result.is_python_constant() and result.as_python_constant() is None):
-            raise Unsupported("unsupported_call", "__init__ returned a value (TypeError in eager)")
+            raise Unsupported(
+                "call_raises_type_error", "__init__ returned a value (TypeError in eager)"
+            )
         return exc
 
     def __repr__(self) -> str:
@@ -185,7 +187,7 @@ def base_init(
     class before it defines one)."""
     owner = found.owner
     if issubclass(owner, _SPECIAL_BASES) or not is_builtin_exception_class(owner):
-        raise Unsupported("unsupported_call", f"{owner.__name__}.__init__")
+        raise Unsupported("exception_construction", f"{owner.__name__}.__init__")
     if isinstance(cls_vt, UserExceptionClassVariable):
         _guard_heap_lacks(tx, cls_vt.value, cls_vt.class_source(), "__init__")
     return BaseExceptionInitVariable(owner, obj)
@@ -206,12 +208,12 @@ class BaseExceptionInitVariable(VariableTracker):
 
         args = list(args) if self.obj is None else [self.obj, *args]
         if kwargs:
-            raise Unsupported("unsupported_call", f"{self.owner.__name__}() with keywords")
+            raise Unsupported("exception_construction", f"{self.owner.__name__}() with keywords")
         if not args or not isinstance(args[0], ExceptionInstanceVariable):
-            raise Unsupported("unsupported_call", f"{self.owner.__name__}.__init__ of {args}")
+            raise Unsupported("exception_construction", f"{self.owner.__name__}.__init__ of {args}")
         target = args[0]
         if not issubclass(target.exc_type, self.owner):
-            raise Unsupported("unsupported_call", "BaseException.__init__ of another type")
+            raise Unsupported("exception_construction", "BaseException.__init__ of another type")
         tx.output.side_effects.store_attr(target, "args", TupleVariable(tuple(args[1:])))
         return ConstantVariable(None)
 
@@ -242,7 +244,7 @@ class BaseExceptionTextVariable(VariableTracker):
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         if args or kwargs:
-            raise Unsupported("unsupported_call", f"{self.name} with arguments")
+            raise Unsupported("call_raises_type_error", f"{self.name} with arguments")
         return builtin_text(tx, self.obj, self.name)
 
 
@@ -252,7 +254,7 @@ def super_getattr(
     """``super(start, obj).name`` of an exception: lookups after ``start`` in the MRO."""
     cls = obj.exc_type
     if start not in cls.__mro__:
-        raise Unsupported("unsupported_value", "super(type, obj): obj is not an instance of type")
+        raise Unsupported("operation_raises", "super(type, obj): obj is not an instance of type")
     cls_vt = obj.class_vt()
     source = _source_of(cls_vt)
     found = lookup_class_attr(tx, cls, source, name, cls.__mro__.index(start) + 1)
@@ -263,7 +265,7 @@ def super_getattr(
             return base_init(tx, None, found, obj)
         if name in ("__str__", "__repr__"):
             return BaseExceptionTextVariable(name, obj)
-        raise Unsupported("unsupported_value", f"super().{name} of {cls.__qualname__}")
+        raise Unsupported("unknown_attribute", f"super().{name} of {cls.__qualname__}")
     return bind(tx, obj, found, name)
 
 
@@ -296,7 +298,7 @@ def bind(tx: Tx, exc: ExceptionInstanceVariable, found: Found, name: str) -> Var
         getter = function_vt(tx, raw.fget, AttrSource(found.source, "fget"))
         return getter.call_function(tx, [exc], {})
     if hasattr(type(raw), "__get__"):
-        raise Unsupported("unsupported_value", f"descriptor {name!r} of {found.owner.__qualname__}")
+        raise Unsupported("descriptor_access", f"descriptor {name!r} of {found.owner.__qualname__}")
     return exc.class_vt().var_getattr(tx, name)
 
 
@@ -307,7 +309,7 @@ def instance_getattr(tx: Tx, exc: ExceptionInstanceVariable, name: str) -> Varia
     cls_vt = exc.class_vt()
     if not isinstance(cls_vt, UserExceptionClassVariable):  # a builtin class: static
         if hasattr(cls, name):
-            raise Unsupported("unsupported_value", f"attribute {name!r} of {cls.__name__}")
+            raise Unsupported("unknown_attribute", f"attribute {name!r} of {cls.__name__}")
         raise MissingAttribute(f"a {cls.__name__} object", name)
     source = cls_vt.class_source()
     found = lookup_class_attr(tx, cls, source, name)
@@ -315,7 +317,7 @@ def instance_getattr(tx: Tx, exc: ExceptionInstanceVariable, name: str) -> Varia
         _guard_heap_lacks(tx, cls, source, name)
         raise MissingAttribute(f"a {cls.__qualname__} object", name)
     if found.pending is None and not _is_heap(found.owner):
-        raise Unsupported("unsupported_value", f"attribute {name!r} of {cls.__qualname__}")
+        raise Unsupported("unknown_attribute", f"attribute {name!r} of {cls.__qualname__}")
     return bind(tx, exc, found, name)
 
 
@@ -325,13 +327,17 @@ def check_instance_store(tx: Tx, exc: ExceptionInstanceVariable, name: str) -> N
     cls_vt = exc.class_vt()
     if not isinstance(cls_vt, UserExceptionClassVariable):
         if hasattr(exc.exc_type, name):
-            raise Unsupported("side_effect", f"setting {name!r} of a {exc.exc_type.__name__}")
+            raise Unsupported(
+                "attribute_mutation", f"setting {name!r} of a {exc.exc_type.__name__}"
+            )
         return
     found = lookup_class_attr(tx, exc.exc_type, cls_vt.class_source(), name)
     if found is None:
         return
     if found.pending is None and (not _is_heap(found.owner) or is_data_descriptor(found.raw)):
-        raise Unsupported("side_effect", f"setting {name!r} of a {exc.exc_type.__qualname__}")
+        raise Unsupported(
+            "attribute_mutation", f"setting {name!r} of a {exc.exc_type.__qualname__}"
+        )
 
 
 def exception_text(tx: Tx, exc: ExceptionInstanceVariable, fn: Any) -> VariableTracker:
@@ -344,7 +350,7 @@ def exception_text(tx: Tx, exc: ExceptionInstanceVariable, fn: Any) -> VariableT
         if found is not None and (found.pending is not None or _is_heap(found.owner)):
             text = bind(tx, exc, found, name).call_function(tx, [], {})
             if not (text.is_python_constant() and type(text.as_python_constant()) is str):
-                raise Unsupported("unsupported_value", f"{name} returned {text}")
+                raise Unsupported("unmodelled_value", f"{name} returned {text}")
             return text
         _guard_heap_lacks(tx, exc.exc_type, source, name)
     return builtin_text(tx, exc, name)

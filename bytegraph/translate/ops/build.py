@@ -60,7 +60,7 @@ def BUILD_SLICE(tx: Tx, inst: Instruction) -> None:
         tx.push(SymSliceVariable(tuple(parts)))
         return
     if not all(p.is_python_constant() for p in parts):
-        raise Unsupported("unsupported_value", "slice bounds that are not constants")
+        raise Unsupported("not_a_constant", "slice bounds that are not constants")
     tx.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
 
 
@@ -117,7 +117,7 @@ def _unpack_fails(tx: Tx, seq: Any, count: int, targets: int, star: int | None) 
     from bytegraph.variables.tensor import TensorVariable
 
     if not isinstance(seq, (BaseSequenceVariable, ConstantVariable, DictVariable, TensorVariable)):
-        raise Unsupported("unsupported_value", f"unpacking {count} values into {targets}")
+        raise Unsupported("operation_raises", f"unpacking {count} values into {targets}")
     raise_in_handler(tx, "unpacking", _unpacker(targets, star), [None] * count)
 
 
@@ -173,9 +173,11 @@ def DICT_MERGE(tx: Tx, inst: Instruction) -> None:
     mapping = tx.pop()
     target = tx.stack[-inst.arg]
     if not isinstance(mapping, DictVariable):
-        raise Unsupported("unsupported_value", f"** of a {mapping}")
+        raise Unsupported("unmodelled_value", f"** of a {mapping}")
     if set(mapping.items_now(tx)) & set(target.items_now(tx)):
-        raise Unsupported("unsupported_call", "repeated keyword argument (TypeError in eager)")
+        raise Unsupported(
+            "call_raises_type_error", "repeated keyword argument (TypeError in eager)"
+        )
     target.call_method(tx, "update", [mapping], {})
 
 

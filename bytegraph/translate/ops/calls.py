@@ -57,12 +57,14 @@ def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
     fn = tx.pop()
     null = tx.pop()
     if not isinstance(null, NullVariable):  # 3.11 keeps a NULL slot below the callable
-        raise Unsupported("unsupported_opcode", "CALL_FUNCTION_EX without its NULL")
+        raise Unsupported("opcode_unsupported", "CALL_FUNCTION_EX without its NULL")
     kwargs: dict[str, VariableTracker] = {}
     if kwargs_vt is not None:
         if not isinstance(kwargs_vt, DictVariable):
-            raise Unsupported("unsupported_value", f"** of a {kwargs_vt}")
+            raise Unsupported("unmodelled_value", f"** of a {kwargs_vt}")
         kwargs = dict(kwargs_vt.items_now(tx))
         if not all(isinstance(name, str) for name in kwargs):
-            raise Unsupported("unsupported_call", "keywords must be strings (TypeError in eager)")
+            raise Unsupported(
+                "call_raises_type_error", "keywords must be strings (TypeError in eager)"
+            )
     tx.push(_call(tx, fn, args_vt.unpack_sequence(tx), kwargs))

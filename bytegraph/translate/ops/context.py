@@ -64,7 +64,7 @@ def WITH_EXCEPT_START(tx: Tx, inst: Instruction) -> None:
     """(exit lasti prev exc -- exit lasti prev exc result): ``exit(type(exc), exc, tb)``."""
     exc = tx.stack[-1]
     if not isinstance(exc, ExceptionInstanceVariable):
-        raise Unsupported("unsupported_value", f"WITH_EXCEPT_START of {exc}")
+        raise Unsupported("exception_value", f"WITH_EXCEPT_START of {exc}")
     exit_method = tx.stack[-4]
     kind = BuiltinVariable(type).call_function(tx, [exc], {})
     try:

@@ -79,7 +79,7 @@ def as_exception(tx: Tx, value: VariableTracker) -> ExceptionInstanceVariable:
     if isinstance(value, ExceptionClassVariable):
         value = value.call_function(tx, [], {})
     if not isinstance(value, ExceptionInstanceVariable):
-        raise Unsupported("unsupported_value", f"raise of {value} (TypeError, or unknown here)")
+        raise Unsupported("exception_value", f"raise of {value} (TypeError, or unknown here)")
     return value
 
 
@@ -90,7 +90,7 @@ def raise_new(tx: Tx, exc: ExceptionInstanceVariable) -> None:
     context_unknown = isinstance(handled, OuterExceptionVariable)
     if isinstance(handled, ExceptionInstanceVariable) and handled is not exc:
         if _in_context_chain(tx, handled, exc):
-            raise Unsupported("unsupported_value", "a raise that makes a __context__ cycle")
+            raise Unsupported("exception_value", "a raise that makes a __context__ cycle")
         tx.output.side_effects.store_attr(exc, "__context__", handled)
     root_inst = _root(tx).current_inst
     mark_raised(tx, exc, context_unknown, root_inst.lineno if root_inst else None)
@@ -165,7 +165,7 @@ def raise_python_error(tx: Tx, error: Exception, what: str) -> NoReturn:
         or not all(is_constant_value(v) for v in values)
     ):
         detail = f"{what} raised {exc_type.__name__}: {error}"
-        raise Unsupported("unsupported_value", detail) from error
+        raise Unsupported("operation_raises", detail) from error
     args = [wrap_constant_result(a) for a in error.args]
     attrs = {n: wrap_constant_result(getattr(error, n)) for n in extra}
     raise_builtin(tx, exc_type, *args, attrs=attrs)
@@ -179,7 +179,7 @@ def raise_as_eager(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) -> N
         fn(*values)
     except Exception as e:
         raise_python_error(tx, e, what)
-    raise Unsupported("unsupported_value", f"{what}: the stand-in call did not raise")
+    raise Unsupported("operation_raises", f"{what}: the stand-in call did not raise")
 
 
 def raise_in_handler(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) -> NoReturn:
@@ -289,7 +289,7 @@ def RAISE_VARARGS(tx: Tx, inst: Instruction) -> None:
     if inst.arg == 0:
         handled = exc_info(tx)
         if not isinstance(handled, ExceptionInstanceVariable):
-            raise Unsupported("unsupported_value", "bare raise of an exception unknown here")
+            raise Unsupported("exception_value", "bare raise of an exception unknown here")
         raise ObservedRaise(handled, vetted=tx)
     cause = tx.pop() if inst.arg == 2 else None
     exc = as_exception(tx, tx.pop())
@@ -311,7 +311,7 @@ def RERAISE(tx: Tx, inst: Instruction) -> None:
     """(lasti? exc -- ): keep propagating; lasti only moves the traceback's line."""
     exc = tx.pop()
     if not isinstance(exc, ExceptionInstanceVariable):
-        raise Unsupported("unsupported_value", f"RERAISE of {exc}")
+        raise Unsupported("exception_value", f"RERAISE of {exc}")
     raise ObservedRaise(exc, vetted=tx)
 
 
@@ -336,7 +336,7 @@ def CHECK_EXC_MATCH(tx: Tx, inst: Instruction) -> None:
     match = tx.pop()
     exc = tx.stack[-1]
     if not isinstance(exc, ExceptionInstanceVariable):
-        raise Unsupported("unsupported_value", f"matching {exc}")
+        raise Unsupported("exception_value", f"matching {exc}")
     tx.push(ConstantVariable(issubclass(exc.exc_type, _match_classes(match))))
 
 
@@ -347,7 +347,7 @@ def _match_classes(match: VariableTracker) -> tuple[type, ...]:
     for item in items:
         cls = item.value if isinstance(item, ClassVariable) else None
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-            raise Unsupported("unsupported_value", f"except clause of {item}")
+            raise Unsupported("exception_value", f"except clause of {item}")
         classes.append(cls)
     return tuple(classes)
 

@@ -101,7 +101,7 @@ def SEND(tx: Tx, inst: Instruction) -> None:
     value = tx.pop()
     receiver = tx.stack[-1]
     if not isinstance(receiver, IteratorVariable):
-        raise Unsupported("unsupported_value", f"yield from {receiver}")
+        raise Unsupported("unmodelled_value", f"yield from {receiver}")
     try:
         item = _send(tx, receiver, value)
     except ObservedRaise as error:  # what the receiver raised is raised at this SEND
@@ -119,14 +119,14 @@ def _send(tx: Tx, receiver: IteratorVariable, value: VariableTracker) -> Variabl
     if isinstance(receiver, GeneratorVariable):
         return receiver.resume(tx, sent=value)
     if not (value.is_python_constant() and value.as_python_constant() is None):
-        raise Unsupported("unsupported_call", "send() of a value to an iterator (raises)")
+        raise Unsupported("generator_protocol", "send() of a value to an iterator (raises)")
     item = receiver.next_item(tx)
     return Returned(ConstantVariable(None)) if item is None else item
 
 
 def _require_generator(tx: Tx) -> None:
     if not getattr(tx, "is_generator", False):
-        raise Unsupported("unsupported_opcode", "a generator frame compiled directly")
+        raise Unsupported("generator_frame", "a generator frame compiled directly")
 
 
 unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced")

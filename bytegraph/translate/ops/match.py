@@ -60,9 +60,9 @@ def MATCH_KEYS(tx: Tx, inst: Instruction) -> None:
     keys = tx.stack[-1].as_python_constant()
     subject = tx.stack[-2]
     if not isinstance(subject, DictVariable):
-        raise Unsupported("unsupported_value", f"mapping pattern on {subject}")
+        raise Unsupported("match_pattern", f"mapping pattern on {subject}")
     if len(set(keys)) != len(keys):
-        raise Unsupported("unsupported_value", "mapping pattern repeats a key (raises)")
+        raise Unsupported("match_pattern", "mapping pattern repeats a key (raises)")
     items = subject.items_now(tx)
     if all(k in items for k in keys):
         tx.push(TupleVariable(tuple(items[k] for k in keys)))
@@ -78,7 +78,7 @@ def MATCH_CLASS(tx: Tx, inst: Instruction) -> None:
     subject = tx.pop()
     cls = cls_vt.as_python_constant()
     if not isinstance(cls, type):
-        raise Unsupported("unsupported_value", f"class pattern on {cls!r} (TypeError in eager)")
+        raise Unsupported("match_pattern", f"class pattern on {cls!r} (TypeError in eager)")
     matched = BuiltinVariable(builtins.isinstance).call_function(tx, [subject, cls_vt], {})
     if not matched.as_python_constant():
         tx.push(ConstantVariable(None))
@@ -99,10 +99,10 @@ def _match_attributes(
             positional = match_args[:count]
         else:
             why = f"{cls.__name__}() accepts no {count} positional sub-patterns (raises)"
-            raise Unsupported("unsupported_value", why)
+            raise Unsupported("match_pattern", why)
     all_names = positional + names
     if len(set(all_names)) != len(all_names):
-        raise Unsupported("unsupported_value", "class pattern names an attribute twice (raises)")
+        raise Unsupported("match_pattern", "class pattern names an attribute twice (raises)")
     for name in all_names:
         values.append(subject.var_getattr(tx, name))  # a missing one is unsupported, never guessed
     return TupleVariable(tuple(values))

@@ -43,7 +43,7 @@ def DELETE_FAST(tx: Tx, inst: Instruction) -> None:
     unread = inst.argval in tx.frame_values
     tx.frame_values.pop(inst.argval, None)
     if tx.symbolic_locals.pop(inst.argval, None) is None and not unread:
-        raise Unsupported("unsupported_value", f"del of unbound local {inst.argval!r}")
+        raise Unsupported("unbound_name", f"del of unbound local {inst.argval!r}")
 
 
 @handler("LOAD_CONST")
@@ -61,7 +61,7 @@ def load_global(tx: Tx, name: str) -> VariableTracker:
 
     pending = tx.output.side_effects.load_global(tx.f_globals, name)
     if pending is DELETED:
-        raise Unsupported("unsupported_value", f"global {name!r} read after its del")
+        raise Unsupported("unbound_name", f"global {name!r} read after its del")
     if pending is not None:
         return pending
     source = global_source(tx, name)
@@ -70,7 +70,7 @@ def load_global(tx: Tx, name: str) -> VariableTracker:
     if name in tx.f_builtins:
         tx.output.add_guard(GuardKind.GLOBAL_ABSENT, source)
         return wrap(tx, tx.f_builtins[name], BuiltinSource(name))
-    raise Unsupported("unsupported_value", f"name {name!r} is not defined (raises in eager)")
+    raise Unsupported("unbound_name", f"name {name!r} is not defined (raises in eager)")
 
 
 def global_source(tx: Tx, name: str) -> GlobalSource | ModuleGlobalSource:
@@ -87,7 +87,7 @@ def global_source(tx: Tx, name: str) -> GlobalSource | ModuleGlobalSource:
         found = sys.modules.get(module) if isinstance(module, str) else None
         if getattr(found, "__dict__", None) is tx.f_globals:
             return ModuleGlobalSource(module, name)
-    raise Unsupported("unsupported_value", f"global {name!r} of globals that are no module's")
+    raise Unsupported("foreign_globals", f"global {name!r} of globals that are no module's")
 
 
 @handler("LOAD_GLOBAL")
@@ -148,7 +148,7 @@ def _imported(name: str) -> types.ModuleType:
     if not isinstance(module, types.ModuleType) or getattr(
         getattr(module, "__spec__", None), "_initializing", False
     ):
-        raise Unsupported("unsupported_opcode", f"import of {name!r}, not (fully) imported yet")
+        raise Unsupported("import_at_trace", f"import of {name!r}, not (fully) imported yet")
     return module
 
 
@@ -164,7 +164,7 @@ def IMPORT_NAME(tx: Tx, inst: Instruction) -> None:
     level = tx.pop().as_python_constant()
     name = inst.argval
     if level != 0 or tx.f_builtins.get("__import__") is not builtins.__import__:
-        raise Unsupported("unsupported_opcode", f"relative or customised import of {name!r}")
+        raise Unsupported("import_at_trace", f"relative or customised import of {name!r}")
     tx.output.add_guard(GuardKind.ID_MATCH, BuiltinSource("__import__"), builtins.__import__)
     parts = name.split(".")
     for i in range(len(parts)):
@@ -172,7 +172,7 @@ def IMPORT_NAME(tx: Tx, inst: Instruction) -> None:
     if fromlist:
         module = _imported(name)
         if any(item == "*" or not hasattr(module, item) for item in fromlist):
-            raise Unsupported("unsupported_opcode", f"from {name} import {fromlist} loads code")
+            raise Unsupported("import_at_trace", f"from {name} import {fromlist} loads code")
         tx.push(wrap(tx, module, SysModulesSource(name)))
     else:
         tx.push(wrap(tx, _imported(parts[0]), SysModulesSource(parts[0])))

@@ -32,7 +32,7 @@ def _attribute_protocol(obj: VariableTracker, method: str, name: str):
     protocol = getattr(obj, method, None)
     if protocol is None:
         action = "setting" if method == "var_setattr" else "deleting"
-        raise Unsupported("side_effect", f"{action} attribute {name!r} of {obj}")
+        raise Unsupported("attribute_mutation", f"{action} attribute {name!r} of {obj}")
     return protocol
 
 
@@ -66,7 +66,7 @@ def DELETE_GLOBAL(tx: Tx, inst: Instruction) -> None:
     side_effects = tx.output.side_effects
     pending = side_effects.load_global(tx.f_globals, name)
     if pending is DELETED or (pending is None and name not in tx.f_globals):
-        raise Unsupported("unsupported_value", f"del of undefined global {name!r} (NameError)")
+        raise Unsupported("unbound_name", f"del of undefined global {name!r} (NameError)")
     if pending is None:  # the trace relies on it existing: read it, which guards it
         wrap(tx, tx.f_globals[name], global_source(tx, name))
     side_effects.delete_global(tx.f_globals, name)
@@ -90,7 +90,7 @@ def DELETE_SUBSCR(tx: Tx, inst: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
     if isinstance(container, TensorVariable):
-        raise Unsupported("unsupported_value", "del of a tensor item (TypeError in eager)")
+        raise Unsupported("operation_raises", "del of a tensor item (TypeError in eager)")
     try:
         container.call_method(tx, "__delitem__", [index], {})
     except ObservedRaise as error:  # ``del d[missing]``: the dict's own KeyError
