@@ -157,6 +157,13 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
     _E("B119", "dataclass_call", "unsupported_call",
        "dataclasses.replace or object.__new__/__init__ on values it does not fit",
        "build the object outside the compiled function"),
+    _E("B120", "higher_order_call", "unsupported_call",
+       "a higher-order op (torch.cond, while_loop, map, checkpoint, a torch.func "
+       "transform, an autograd.Function) called in a form bytegraph does not capture: "
+       "an argument it does not take in a graph, branches whose outputs differ, a body "
+       "returning something other than tensors",
+       "call the op as its documentation shows (tensor operands, use_reentrant=False for "
+       "checkpoint), or accept the break: the op then runs in Python"),
     # -- B2xx: values the data decides -------------------------------------------------
     _E("B201", "data_dependent_branch", "data_dependent",
        "Python control flow depends on a tensor's values (if t.any():, bool(t), "

@@ -106,11 +106,14 @@ class SideEffects:
     @contextlib.contextmanager
     def enter_scope(self) -> Iterator[None]:
         """Trace the body of a nested higher-order op: mutations stay inside it."""
-        self.scope += 1
+        from bytegraph.variables.base import CreationScope
+
+        outer = self.scope
+        self.scope = CreationScope.current = outer + 1
         try:
             yield
         finally:
-            self.scope -= 1
+            self.scope = CreationScope.current = outer
 
     def new_mutation(self, kind: type[MutationType]) -> MutationType:
         """The mutation type of a value created now (``ValueMutationNew``...)."""

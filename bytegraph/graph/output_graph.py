@@ -1,16 +1,19 @@
 """OutputGraph: the fx graph under construction, its inputs, guards and effects.
 
 One OutputGraph per translated frame (shared by inlined callees). It owns
-the SubgraphTracer that creates fx nodes, the graph inputs (each tied to the
-Source it is loaded from at run time), the guards every Source read
-installed, and the SideEffects log. ``finish_graph`` turns the graph into a
+the stack of SubgraphTracers that create fx nodes (the root graph's, and one
+per higher-order body being traced: ``graph/subgraphs.py``), the graph
+inputs (each tied to the Source it is loaded from at run time), the guards
+every Source read installed, and the SideEffects log. ``finish_graph`` turns the graph into a
 GraphModule with the given outputs, pruning inputs nothing uses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -18,6 +21,7 @@ import torch.fx
 
 from bytegraph.graph.metadata import base_of
 from bytegraph.graph.shapes import ShapeSession
+from bytegraph.graph.subgraphs import SubgraphTracer, storage_id
 from bytegraph.guards.guard import Guard, GuardKind
 from bytegraph.guards.sources import Source
 from bytegraph.side_effects import SideEffects
@@ -33,32 +37,10 @@ class GraphInput:
     fake: Any = None  # in a dynamic trace, its fake tensor (symbolic sizes)
 
 
-class SubgraphTracer:
-    """Creates the nodes of one fx graph (the root graph; nested ones later)."""
-
-    def __init__(self) -> None:
-        self.graph = torch.fx.Graph()
-        self._last_placeholder: torch.fx.Node | None = None
-
-    def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
-        return self.graph.create_node(kind, target, args, kwargs)
-
-    def create_placeholder(self, name: str) -> torch.fx.Node:
-        """A placeholder after the existing ones, even if ops were recorded already."""
-        graph = self.graph
-        if self._last_placeholder is not None:
-            point = graph.inserting_after(self._last_placeholder)
-        else:
-            point = graph.inserting_before(next(iter(graph.nodes), None))
-        with point:
-            node = graph.placeholder(name)
-        self._last_placeholder = node
-        return node
-
-
 class OutputGraph:
     def __init__(self) -> None:
-        self.tracer = SubgraphTracer()
+        self.root_tracer = SubgraphTracer()
+        self.tracer = self.root_tracer  # the top of the stack: where nodes go now
         self.inputs: list[GraphInput] = []
         self.guards: dict[tuple[GuardKind, Source], Guard] = {}
         self.source_to_var: dict[Source, Any] = {}
@@ -93,7 +75,18 @@ class OutputGraph:
 
     @property
     def graph(self) -> torch.fx.Graph:
-        return self.tracer.graph
+        """The root graph (a body's graph is ``tracer.graph`` while it is traced)."""
+        return self.root_tracer.graph
+
+    @contextlib.contextmanager
+    def subtracer(self) -> Iterator[SubgraphTracer]:
+        """Trace a higher-order op's body: new nodes go to a graph of its own."""
+        tracer = SubgraphTracer(self.tracer)
+        self.tracer = tracer
+        try:
+            yield tracer
+        finally:
+            self.tracer = tracer.parent
 
     def add_guard(self, kind: GuardKind, source: Source, expected: Any = None) -> None:
         guard = Guard(kind, source, expected)
@@ -105,7 +98,8 @@ class OutputGraph:
     ) -> torch.fx.Node:
         """A placeholder for ``example``; ``meta`` is the meta tensor standing for it, and
         ``fake`` what a dynamic trace's backend gets (a symbolic int's SymInt)."""
-        node = self.tracer.create_placeholder(_placeholder_name(source))
+        # Always the root graph's: a body reaching it first lifts it (subgraphs.py).
+        node = self.root_tracer.create_placeholder(_placeholder_name(source))
         if fake is None and self.shapes is not None:
             fake = meta
         self.inputs.append(GraphInput(source, node, example, fake))
@@ -114,9 +108,30 @@ class OutputGraph:
         return node
 
     def note_write(self, written: Any) -> None:
-        """An op wrote into the meta tensor ``written``: remember if that is an input's memory."""
-        if isinstance(written, torch.Tensor) and id(base_of(written)) in self._input_bases:
+        """An op wrote into the meta tensor ``written``: remember if that is an input's memory.
+        Inside a higher-order body, only a tensor the body created may be written."""
+        if not isinstance(written, torch.Tensor):
+            return
+        if self.tracer.parent is not None and not self.tracer.owns(written):
+            from bytegraph.exc import Unsupported
+
+            raise Unsupported(
+                "side_effect_in_higher_order_body",
+                "in-place write, inside a higher-order op's body, to a tensor that lives "
+                "outside the body (an input of the body or of the frame)",
+            )
+        if id(base_of(written)) in self._input_bases:
             self.writes_inputs = True
+
+    def note_result(self, result: Any, inputs: Any) -> None:
+        """Inside a body: remember the memory an op allocated (not its inputs' memory:
+        a view, ``detach()`` or an input returned as is)."""
+        if self.tracer.parent is None:
+            return
+        used = {storage_id(t) for t in _tensors(inputs)}
+        for tensor in _tensors(result):
+            if storage_id(tensor) not in used:
+                self.tracer.note_created(tensor)
 
     def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         return self.tracer.create_node(kind, target, args, kwargs)
@@ -145,7 +160,21 @@ class OutputGraph:
             else:
                 graph.erase_node(graph_input.node)
         graph.lint()
-        return torch.fx.GraphModule(torch.nn.Module(), graph), used
+        return torch.fx.GraphModule(self.root_tracer.root_module(), graph), used
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors inside nested tuples, lists and dicts."""
+    found, work = [], [value]
+    while work:
+        item = work.pop()
+        if isinstance(item, (tuple, list)):
+            work.extend(item)
+        elif isinstance(item, dict):
+            work.extend(item.values())
+        elif isinstance(item, torch.Tensor):
+            found.append(item)
+    return found
 
 
 def _placeholder_name(source: Source) -> str:

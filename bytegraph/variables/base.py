@@ -53,12 +53,32 @@ class AttributeMutationExisting(MutationType):
     """An object from the frame; attribute stores are replayed after the graph."""
 
 
+class CreationScope:
+    """The scope new values are created in: 1 at the top level, one more inside each
+    higher-order body being traced (set by ``SideEffects.enter_scope``).
+
+    Values made during a trace get their mutation type from shared constants
+    (``ValueMutationNew(1)``); ``VariableTracker.__post_init__`` moves one made
+    inside a body into the body's scope, so the body may mutate it and nothing
+    outside it may.
+    """
+
+    current = 1
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class VariableTracker:
     """Base of every symbolic value. Subclasses override what they model."""
 
     source: Source | None = dataclasses.field(default=None, kw_only=True)
     mutation_type: MutationType | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        scope = CreationScope.current
+        if scope > 1:
+            mutation = self.mutation_type
+            if type(mutation) in _NEW_KINDS and mutation.scope == 1:
+                object.__setattr__(self, "mutation_type", type(mutation)(scope))
 
     def python_type(self) -> type:
         raise Unsupported("unmodelled_value", f"type of {self}")
@@ -116,6 +136,9 @@ class VariableTracker:
         ]
         text = f"{type(self).__name__}({', '.join(fields)})"
         return text if len(text) < 120 else text[:117] + "..."
+
+
+_NEW_KINDS = (ValueMutationNew, AttributeMutationNew)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -60,6 +60,7 @@ from bytegraph.variables.functions import (
     PartialVariable,
     UserFunctionVariable,
 )
+from bytegraph.variables.higher_order import higher_order_variable
 from bytegraph.variables.logging_calls import DeferredLogCallVariable, LoggerVariable
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
@@ -284,6 +285,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return context
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value, source=source)
+    higher_order = higher_order_variable(value, source)
+    if higher_order is not None:
+        return higher_order
     if is_trace_time_function(value) or is_graph_function(value):
         return TorchFunctionVariable(value, source=source)
     if any(value is b for b in OBJECT_BUILTINS):

@@ -221,11 +221,13 @@ def tensor_op(
     graph_args, meta_args = _lower(tx, tuple(args), devices)
     graph_kwargs, meta_kwargs = _lower(tx, kwargs, devices)
     shapes = tx.output.shapes
+    # Before the op runs: a body's write to an outer tensor is refused for that reason.
+    tx.output.note_write(metadata.written_argument(kind, target, meta_args, meta_kwargs))
     if shapes is None:
         example = metadata.run(kind, target, meta_args, meta_kwargs)
     else:
         example = metadata.run_fake(shapes.fake_mode, kind, target, meta_args, meta_kwargs)
-    tx.output.note_write(metadata.written_argument(kind, target, meta_args, meta_kwargs))
+    tx.output.note_result(example, (meta_args, meta_kwargs))
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
     if not devices and meta_kwargs.get("device") is None:
         tx.output.uses_default_device = True  # a factory: its device is global state
