@@ -50,6 +50,7 @@ from bytegraph import logs
 from bytegraph.exc import UserFrame
 from bytegraph.guards.build import GuardFunctionBuilder
 from bytegraph.guards.guard import Guard
+from bytegraph.translate.resume import is_entered_code
 
 _RULE = "# " + "=" * 78
 
@@ -83,8 +84,10 @@ def _current_translator() -> Any:
 @dataclasses.dataclass
 class _DumpFile:
     path: str
-    header: str
+    fn: types.FunctionType
+    own_code: str | None  # a resume function's generated code, decompiled
     sections: list[str]
+    break_lines: set[int]  # lines of this code where its entries broke the graph
 
 
 _files: dict[tuple[str, types.CodeType], _DumpFile] = {}
@@ -118,22 +121,27 @@ def _write_entry(folder: str, fn: types.FunctionType, entry: Any, output: Any) -
         _counters[folder] = number + 1
         name = re.sub(r"[^A-Za-z0-9_.]+", "_", code.co_qualname).strip("_.") or "code"
         path = os.path.join(folder, f"{number:03d}_{name}.py")
-        dump = _files[(folder, code)] = _DumpFile(path, _file_header(fn), [])
+        own_code = decompiled(code) if is_entered_code(code) else None
+        dump = _files[(folder, code)] = _DumpFile(path, fn, own_code, [], set())
     origins = getattr(output, "on_new_guard", None)
     frames = origins.frames if isinstance(origins, GuardOrigins) else {}
     dump.sections.append(_entry_section(len(dump.sections), fn, entry, output, frames))
+    dump.break_lines.update(
+        frame.lineno for reason in entry.breaks for frame in getattr(reason, "frames", ())
+        if frame.filename == code.co_filename and frame.lineno is not None
+    )
     with open(dump.path, "w", encoding="utf-8") as f:
-        f.write("\n\n".join([dump.header, *dump.sections]) + "\n")
+        f.write("\n\n".join([_file_header(dump), *dump.sections]) + "\n")
 
 
 # --- the header: what the function is and where it came from --------------------------
 
 
-def _file_header(fn: types.FunctionType) -> str:
+def _file_header(dump: _DumpFile) -> str:
     from bytegraph.explain import resume_line
     from bytegraph.translate.resume import base_position
 
-    code = fn.__code__
+    code = dump.fn.__code__
     continues = resume_line(code)
     base = base_position(code, 0)[0] if continues is not None else code
     what = f"{code.co_qualname} ({code.co_filename}:{base.co_firstlineno})"
@@ -146,14 +154,16 @@ def _file_header(fn: types.FunctionType) -> str:
         "# reading: it parses as Python, but it is not meant to run.",
         "",
         f"# The source lines it came from ({code.co_filename}):",
-        *_source_listing(base, continues),
+        *_source_listing(base, continues, dump.break_lines),
     ]
-    if continues is not None:
-        lines += ["", "# The resume function's own code (generated):", decompiled(code)]
+    if dump.own_code is not None:
+        lines += ["", "# The resume function's own code (generated):", dump.own_code]
     return "\n".join(lines)
 
 
-def _source_listing(code: types.CodeType, marked: int | None) -> list[str]:
+def _source_listing(code: types.CodeType, resumes: int | None, breaks: set[int]) -> list[str]:
+    """Numbered source lines as comments: ``>>`` where a resume function continues, ``!!``
+    where a graph break happened."""
     try:
         source, first = inspect.getsourcelines(code)
     except (OSError, TypeError):
@@ -161,9 +171,13 @@ def _source_listing(code: types.CodeType, marked: int | None) -> list[str]:
     if first == 0:  # a module's code
         first = 1
     return [
-        f"#{'>>' if first + i == marked else '  '}{first + i:5d} | {line.rstrip()}"
+        f"#{_marker(first + i, resumes, breaks)}{first + i:5d} | {line.rstrip()}"
         for i, line in enumerate(source)
     ]
+
+
+def _marker(line: int, resumes: int | None, breaks: set[int]) -> str:
+    return ">>" if line == resumes else "!!" if line in breaks else "  "
 
 
 # --- one cache entry -----------------------------------------------------------------------
