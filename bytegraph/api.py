@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from bytegraph import config, logs
+from bytegraph import config, logs, structured_trace
 from bytegraph.exc import InternalError, Unsupported
 from bytegraph.graph.backends import Backend, BackendError, lookup_backend
 from bytegraph.graph.shapes import DynamicDims
@@ -140,15 +140,17 @@ class CompiledFunction:
         dynamic = self.dynamic_dims.for_call(frame_values)
         started = time.perf_counter()
         try:
-            entry = convert_frame(
-                self.context, frame_values, self.backend, self.fullgraph, dynamic
-            )
+            with structured_trace.compiling(self, self.fn, args, kwargs, changes) as trace:
+                entry = convert_frame(
+                    self.context, frame_values, self.backend, self.fullgraph, dynamic
+                )
+                entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
+                trace.compiled(entry, len(self.entries) + 1)
         except (Unsupported, BackendError):
             raise
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
             self._internal_error(error)
             return self.fn
-        entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
         self.dynamic_dims.note_inputs(entry.tensor_inputs)
         self.entries.insert(0, entry)
         self._checks = ((entry.guard.check, entry.run), *self._checks)
@@ -173,12 +175,14 @@ class CompiledFunction:
         self._exhausted = True
         failed = self.entries[0].guard.explain_failure(args, kwargs)
         code = self.fn.__code__
-        warnings.warn(
+        message = (
             f"bytegraph: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) hit "
             f"config.recompile_limit={config.recompile_limit}; it now runs as plain Python. "
-            f"The guard that kept failing: {failed}",
-            stacklevel=5,  # the user's call: _give_up, _lookup_or_compile, _miss, __call__
+            f"The guard that kept failing: {failed}"
         )
+        structured_trace.recompile_limit(self, self.fn, message)
+        # stacklevel: the user's call (_give_up, _lookup_or_compile, _miss, __call__)
+        warnings.warn(message, stacklevel=5)
 
     def reset(self) -> None:
         self.entries.clear()

@@ -44,3 +44,8 @@ Python file (dump.py): its guards with the user's lines, FX graph, transformed c
 resume functions decompiled, and the source lines they came from. The environment
 variable ``BYTEGRAPH_DUMP=folder`` sets it at import. None: nothing is written, and
 nothing is checked on the call path."""
+
+trace_dir: str | None = os.environ.get("BYTEGRAPH_TRACE") or None
+"""A folder for structured traces (``BYTEGRAPH_TRACE``): each process writes one log
+there, in the format ``tlparse`` renders (``structured_trace.py``): every compile
+with its stack, graphs, guards, breaks, recompiles and times. None: off."""

@@ -57,9 +57,11 @@ class BreakReport:
     frames: tuple[UserFrame, ...]  # where it happened first, then the callers that inlined it
     hint: str
     ran_as_python: str | None  # why the whole frame ran as Python instead, if it did
+    entry: str = ""  # the graph-break catalogue's id and name: "B109 print_or_logging"
 
     def __str__(self) -> str:
-        lines = [f"{self.reason} [{self.kind}]"]
+        lines = [f"{self.reason} [{self.entry}, {self.kind}]" if self.entry else
+                 f"{self.reason} [{self.kind}]"]
         for i, frame in enumerate(self.frames):
             lines.append(f"  {'at' if i == 0 else 'inlined from'} {frame}")
         lines.append(f"  hint: {self.hint}")
@@ -300,4 +302,5 @@ def _break_report(reasons: tuple[Exception, ...]) -> BreakReport:
     refused = None
     if len(reasons) > 1 and isinstance(reasons[1], Unsupported):
         refused = reasons[1].detail
-    return BreakReport(reason.kind, reason.detail, reason.frames, reason.hint, refused)
+    entry = f"{reason.entry.id} {reason.entry.name}"
+    return BreakReport(reason.kind, reason.detail, reason.frames, reason.hint, refused, entry)

@@ -111,6 +111,7 @@ def test_one_break(capsys) -> None:
     assert brk.kind == "unsupported_call"
     assert brk.reason
     assert brk.hint == CATALOGUE["print_or_logging"].hint
+    assert brk.entry == f"{CATALOGUE['print_or_logging'].id} print_or_logging"
     assert brk.ran_as_python is None
     (frame,) = brk.frames
     assert os.path.abspath(frame.filename) == THIS_FILE
@@ -130,6 +131,7 @@ def test_one_break(capsys) -> None:
     assert f"{THIS_FILE}:{frame.lineno}" in text
     assert source_of(one_break, "print(") in text
     assert brk.reason in text
+    assert f"[{brk.entry}, unsupported_call]" in text
     assert "operator.add" in text and "operator.mul" in text
     assert text.count("Guards of cache entry") == 2
 
