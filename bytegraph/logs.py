@@ -14,6 +14,9 @@ which the function ran as plain Python).
 code. Loggers are named ``bytegraph.<artifact>``. Every log site is on the
 tracing path or the cache-miss path, never on the cached call path, and
 checks ``isEnabledFor`` before formatting anything.
+
+For a report of a whole run rather than log lines, ``BYTEGRAPH_TRACE=folder``
+writes a structured trace that ``tlparse`` renders (structured_trace.py).
 """
 
 from __future__ import annotations
