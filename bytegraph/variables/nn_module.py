@@ -60,13 +60,14 @@ class TorchModuleGlobalSource(Source):
         raise Unsupported("unknown_attribute", f"loading torch's {self.name}")
 
 
-def has_hooks(module: nn.Module) -> bool:
-    """True if calling ``module`` would run a hook (its own or a global one)."""
+def has_hooks(module: nn.Module, skip: str | None = None) -> bool:
+    """True if calling ``module`` would run a hook (its own or a global one), those of
+    the hook dict ``skip`` aside."""
     from torch.nn.modules import module as module_module
 
     if any(getattr(module_module, name) for name in _GLOBAL_HOOKS):
         return True
-    return any(getattr(module, name, None) for name in _HOOK_DICTS)
+    return any(getattr(module, name, None) for name in _HOOK_DICTS if name != skip)
 
 
 def _identifier(name: str) -> bool:
@@ -162,18 +163,47 @@ class NNModuleVariable(UserDefinedObjectVariable):
     def call_function(self, tx: Tx, args, kwargs) -> Any:
         if self.cls.__call__ is not nn.Module.__call__:
             return super().call_function(tx, args, kwargs)
-        self.guard_no_hooks(tx)
-        return self.var_getattr(tx, "forward").call_function(tx, args, kwargs)
+        hooks = self.forward_hooks(tx)
+        result = self.var_getattr(tx, "forward").call_function(tx, args, kwargs)
+        for hook in hooks:  # hook(module, args, output); a result other than None replaces it
+            from bytegraph.variables.containers import TupleVariable
 
-    def guard_no_hooks(self, tx: Tx) -> None:
-        """Calling the module runs only ``forward``: no hooks now, guarded for later calls."""
-        if has_hooks(self.value):
+            replaced = hook.call_function(tx, [self, TupleVariable(tuple(args)), result], {})
+            if not (replaced.is_python_constant() and replaced.as_python_constant() is None):
+                result = replaced
+        return result
+
+    def forward_hooks(self, tx: Tx) -> list[Any]:
+        """The plain forward hooks a call runs after ``forward`` (Hugging Face's
+        ``enable_input_require_grads`` adds one), guarded; any other hook is refused."""
+        hooks = self.value._forward_hooks
+        if not hooks or self.value._forward_hooks_with_kwargs or (
+            self.value._forward_hooks_always_called
+        ):
+            self.guard_no_hooks(tx)
+            return []
+        from bytegraph.variables.builder import wrap
+
+        table = wrap(tx, hooks, AttrSource(self.source, "_forward_hooks"))
+        self.guard_no_hooks(tx, skip="_forward_hooks")
+        from bytegraph.variables.constant import ConstantVariable
+
+        return [table.call_method(tx, "__getitem__", [ConstantVariable(k)], {}) for k in hooks]
+
+    def guard_no_hooks(self, tx: Tx, skip: str | None = None) -> None:
+        """Calling the module runs only ``forward`` (and the hooks of ``skip``): no other
+        hooks now, guarded for later calls."""
+        if has_hooks(self.value, skip):
             raise Unsupported("module_hooks", f"{self.cls.__qualname__} has module hooks")
         from torch.nn.modules import module as module_module
 
         add_guard = tx.output.add_guard
         for name in _HOOK_DICTS:
-            add_guard(GuardKind.EMPTY, AttrSource(self.source, name))
+            if name != skip:
+                add_guard(GuardKind.EMPTY, AttrSource(self.source, name))
+        for name in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
+            if skip is not None:
+                add_guard(GuardKind.EMPTY, AttrSource(self.source, name))
         for name in _GLOBAL_HOOKS:
             # torch registers global hooks into these very dicts: check the objects.
             add_guard(GuardKind.EMPTY, TorchModuleGlobalSource(name), getattr(module_module, name))

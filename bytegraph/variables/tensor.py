@@ -69,7 +69,7 @@ class TensorVariable(VariableTracker):
             return folded
         if name in _GRAPH_ATTRIBUTES:
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
-        if name in _UNSUPPORTED_METHODS:
+        if name in _UNSUPPORTED_METHODS and name != "requires_grad_":  # call_method decides
             raise _refuse_method(name)
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
@@ -84,6 +84,8 @@ class TensorVariable(VariableTracker):
     ) -> VariableTracker:
         if name == "item" and not args and not kwargs:
             return _item(tx, self)
+        if name == "requires_grad_" and _already_requires_grad(self, args, kwargs):
+            return self  # a no-op (Hugging Face's enable_input_require_grads hook)
         if name in _UNSUPPORTED_METHODS:
             raise _refuse_method(name)
         folded = _fold_method(tx, self, name, args, kwargs)
@@ -101,6 +103,14 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name}, {self.dtype}, {list(self.shape)}, {self.device})"
+
+
+def _already_requires_grad(t: TensorVariable, args: list, kwargs: dict) -> bool:
+    """``t.requires_grad_(True)`` on a tensor that requires grad changes nothing."""
+    flag = (list(args) + list(kwargs.values()) or [ConstantVariable(True)])[0]
+    return t.example.requires_grad and flag.is_python_constant() and (
+        flag.as_python_constant() is True
+    )
 
 
 def _item(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:
