@@ -311,3 +311,66 @@ def test_reentrant_checkpoint_is_refused() -> None:
     error = refused(reentrant, torch.randn(3, requires_grad=True))
     assert error.entry.name == "higher_order_call"
     assert "use_reentrant=False" in error.detail
+
+
+# -- torch.func transforms ----------------------------------------------------------------------
+def vmapped(x):
+    return torch.func.vmap(lambda a: torch.dot(a, W).sin(), in_dims=0, randomness="error")(x)
+
+
+def nested_vmap(x, y):
+    inner = torch.vmap(lambda a, b: a * b + W[0], in_dims=(0, None))
+    return torch.vmap(inner, in_dims=(0, 0), out_dims=1)(x, y)
+
+
+def grad_of(x):
+    return torch.func.grad(lambda a: (a.sin() * W).sum())(x)
+
+
+def grad_and_value_of(x):
+    grads, value = torch.func.grad_and_value(lambda a, b: (a * b * W).sum(), argnums=(0, 1))(
+        x, x * 2
+    )
+    return grads[0] + grads[1] + value
+
+
+def jacobian_rev(x):
+    return torch.func.jacrev(lambda a: a.sin() * W)(x)
+
+
+def jacobian_fwd(x):
+    return torch.func.jacfwd(lambda a: a.sin() * W)(x)
+
+
+TRANSFORMS = [
+    (vmapped, (torch.randn(3, 4),)),
+    (nested_vmap, (torch.randn(2, 3, 4), torch.randn(2, 4))),
+    (grad_of, (torch.randn(4),)),
+    (grad_and_value_of, (torch.randn(4),)),
+    (jacobian_rev, (torch.randn(4),)),
+    (jacobian_fwd, (torch.randn(4),)),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize(("fn", "args"), TRANSFORMS, ids=[f.__name__ for f, _ in TRANSFORMS])
+def test_func_transform(backend: str, fn: Callable, args: tuple) -> None:
+    args = tuple(a.requires_grad_() for a in args)
+    check(fn, args, backend, params=(W,))
+
+
+@pytest.mark.parametrize("fn", [vmapped, grad_of], ids=["vmap", "grad"])
+def test_func_transform_inductor(fn: Callable) -> None:
+    check(fn, (torch.randn(3, 4) if fn is vmapped else torch.randn(4),), "inductor", params=(W,))
+
+
+def random_in_vmap(x):
+    return torch.func.vmap(lambda a: a + torch.rand(()), randomness="error")(x)
+
+
+def test_vmap_randomness_error_is_eagers_error() -> None:
+    compiled = bytegraph.compile(random_in_vmap, backend="eager")
+    with pytest.raises(RuntimeError, match="randomness"):
+        random_in_vmap(torch.randn(3))
+    with pytest.raises(RuntimeError, match="randomness"):
+        compiled(torch.randn(3))

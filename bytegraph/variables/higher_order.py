@@ -342,6 +342,9 @@ def _registry() -> dict[int, type[VariableTracker]]:
         id(_cond_module().cond): CondVariable,
         id(torch.utils.checkpoint.checkpoint): CheckpointVariable,
     }
+    from bytegraph.variables import func_transforms
+
+    table.update(func_transforms.REGISTRY)
     return table
 
 
