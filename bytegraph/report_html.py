@@ -120,7 +120,7 @@ def _marks(report: ExplainOutput) -> dict[str, dict[int, list[tuple[str, str]]]]
     for i, brk in enumerate(report.breaks):
         for depth, frame in enumerate(brk.frames):
             if depth == 0:
-                note = f"{brk.reason} [{brk.kind}]. Hint: {brk.hint}"
+                note = f"{brk.reason} [{_kind(brk)}]. Hint: {brk.hint}"
                 if brk.ran_as_python:
                     note += f" (no break possible, the frame ran as Python: {brk.ran_as_python})"
                 add(frame.filename, frame.lineno, "break", note, str(i + 1))
@@ -305,10 +305,15 @@ def _breaks(breaks: list[BreakReport]) -> str:
                   if brk.ran_as_python else "")
         items.append(
             f'<li class="break-item" data-break="{i}"><b>{_e(brk.reason)}</b> '
-            f'<span class="kind">[{_e(brk.kind)}]</span><br>{chain}'
+            f'<span class="kind">[{_e(_kind(brk))}]</span><br>{chain}'
             f'<br><span class="hint">Hint: {_e(brk.hint)}</span>{python}</li>'
         )
     return "<ol>" + "".join(items) + "</ol>"
+
+
+def _kind(brk: BreakReport) -> str:
+    """``B109 print_or_logging, unsupported_call``: the catalogue entry and the family."""
+    return f"{brk.entry}, {brk.kind}" if brk.entry else brk.kind
 
 
 def _guards(report: ExplainOutput) -> str:
