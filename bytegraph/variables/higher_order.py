@@ -357,4 +357,10 @@ def higher_order_variable(value: Any, source: Any) -> VariableTracker | None:
     if _REGISTRY is None:
         _REGISTRY = _registry()
     cls = _REGISTRY.get(id(value))
-    return None if cls is None else cls(value, source=source)
+    if cls is not None:
+        return cls(value, source=source)
+    from bytegraph.variables import autograd_function
+
+    if autograd_function.is_autograd_function_class(value):
+        return autograd_function.AutogradFunctionClassVariable(value, source=source)
+    return None

@@ -1,0 +1,188 @@
+"""Subclasses of torch.autograd.Function (bytegraph/variables/autograd_function.py).
+
+``Fn.apply`` becomes one ``autograd_function_apply`` node whose forward and
+backward are traced graphs; each test compiles with ``fullgraph=True`` and
+compares outputs and gradients with eager (``check`` of test_higher_order).
+A backward that cannot be traced is a break at ``apply``, with eager's
+gradient.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._functorch.autograd_function import autograd_function_apply
+
+import bytegraph
+from tests.test_higher_order import BACKENDS, Counting, check, refused
+
+W = torch.randn(4, requires_grad=True)
+
+
+class ScaledSin(torch.autograd.Function):
+    """The classic style: ctx first, a saved tensor, a non-tensor ctx attribute and a
+    non-tensor argument."""
+
+    @staticmethod
+    def forward(ctx, x, y, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x.sin() * y * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos() * ctx.scale, None, None
+
+
+def scaled_sin(x, y):
+    return ScaledSin.apply(x * 2, y, 3.0) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_classic_style_saved_tensor_and_ctx_attribute(backend: str) -> None:
+    x = torch.randn(4, requires_grad=True)
+    counting = check(scaled_sin, (x, torch.randn(4, requires_grad=True)), backend)
+    if backend == "eager":
+        assert counting.targets().count(autograd_function_apply) == 1
+
+
+class SplitExp(torch.autograd.Function):
+    """The setup_context style: two outputs, one marked non-differentiable, a tensor
+    stashed on ctx (not saved), needs_input_grad and free variables in both methods."""
+
+    @staticmethod
+    def forward(x, y):
+        e = (x * W).exp()
+        return e + y, (e > 1).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, y = inputs
+        out, mask = output
+        ctx.mark_non_differentiable(mask)
+        ctx.save_for_backward(out - y)
+        ctx.y = y
+        ctx.shift = 0.5
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_mask):
+        (e,) = ctx.saved_tensors
+        grad_x = grad_out * e * W + ctx.shift if ctx.needs_input_grad[0] else None
+        grad_y = grad_out + ctx.y * 0 if ctx.needs_input_grad[1] else None
+        return grad_x, grad_y
+
+
+def split_exp(x, y):
+    out, mask = SplitExp.apply(x, y)
+    return out * 2, mask
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("y_grad", [True, False])
+def test_setup_context_style_non_differentiable_output(backend: str, y_grad: bool) -> None:
+    x = torch.randn(4, requires_grad=True)
+    y = torch.randn(4, requires_grad=y_grad)
+    counting = check(split_exp, (x, y), backend, params=(W,))
+    assert len(counting.graphs) == 1
+    out, mask = bytegraph.compile(split_exp, backend="eager", fullgraph=True)(x, y)
+    assert out.requires_grad and not mask.requires_grad
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x ** 2
+
+
+class CubeModule(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return Cube.apply(self.linear(x)).sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_apply_in_a_module_gives_parameter_gradients(backend: str) -> None:
+    module = CubeModule()
+    check(module, (torch.randn(3, 4, requires_grad=True),), backend,
+          params=tuple(module.parameters()), atol=1e-4)
+
+
+def test_no_input_requires_grad_nor_grad_mode() -> None:
+    check(scaled_sin, (torch.randn(4), torch.randn(4)))
+    with torch.no_grad():
+        check(scaled_sin, (torch.randn(4, requires_grad=True), torch.randn(4)))
+
+
+class DataDependentBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if grad.sum() > 0:
+            return grad * x.cos()
+        return -grad
+
+
+def data_dependent(x):
+    return DataDependentBackward.apply(x + 1) * 2
+
+
+def test_backward_that_cannot_be_traced_breaks_at_apply() -> None:
+    error = refused(data_dependent, torch.randn(4, requires_grad=True))
+    assert "DataDependentBackward.backward" in error.detail
+    counting = Counting("eager")
+    compiled = bytegraph.compile(data_dependent, backend=counting)
+    for sign in (1.0, -1.0):
+        x = torch.randn(4).abs().mul(sign).requires_grad_()
+        x_eager = x.detach().clone().requires_grad_()
+        out, expected = compiled(x), data_dependent(x_eager)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        torch.testing.assert_close(x.grad, x_eager.grad)
+    assert autograd_function_apply not in counting.targets()
+
+
+class ReturnsInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class MarksDirty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+@pytest.mark.parametrize(("fn", "reason"), [
+    (ReturnsInput, "returns one of its inputs"),
+    (MarksDirty, "in-place write"),
+])
+def test_forms_left_to_python(fn: type, reason: str) -> None:
+    error = refused(lambda x: fn.apply(x * 1), torch.randn(3, requires_grad=True))
+    assert reason in error.detail
