@@ -74,10 +74,11 @@ def run_script(
     tree = check_script(path)
     if target is not None:
         _insert_binds(tree, path, target)
+    path = os.path.abspath(path)  # as python itself names __main__'s file
     code = compile(tree, path, "exec")
     _active = _Target(target, backend) if target is not None else None
     try:
-        _exec_as_main(code, os.path.abspath(path), args)
+        _exec_as_main(code, path, args)
         return list(_active.compiled) if _active is not None else []
     finally:
         _active = None

@@ -128,17 +128,18 @@ def test_mistakes_are_one_line_on_stderr(tmp_path, case) -> None:
     args = {
         "no script": ["explain", str(tmp_path / "missing.py")],
         "no such name": ["explain", script, "--function", "nope"],
-        "script raises": ["dump", write(tmp_path, "raise ValueError('boom')\n", "bad.py"),
-                          "--out", str(tmp_path / "d")],
+        "script raises": ["dump", "bad.py", "--out", str(tmp_path / "d")],  # relative path
         "usage": ["explain"],
     }[case]
-    done = bytegraph_cmd(*args)
+    write(tmp_path, "import torch\n\nraise ValueError('boom')\n", "bad.py")
+    done = bytegraph_cmd(*args, cwd=tmp_path)
     assert done.returncode == (2 if case == "usage" else 1)
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr
     expected = {
         "no script": "no such script", "no such name": "defines no 'nope' at module level",
-        "script raises": "the script raised ValueError: boom (", "usage": "error:",
+        "script raises": f"the script raised ValueError: boom ({tmp_path / 'bad.py'}:3)",
+        "usage": "error:",
     }[case]
     assert expected in done.stderr
 
@@ -228,3 +229,14 @@ def test_the_script_runs_as_main_with_its_arguments(tmp_path, capsys) -> None:
     assert status == 0, err
     assert "Graph count: 1" in out and "Op count: 1" in out
     assert sys.argv == saved_argv and sys.modules["__main__"].__name__ == "__main__"
+
+
+def test_the_readme_example(capsys) -> None:
+    """README's command: examples/see_inside.py, its model inlined, two breaks, a recompile."""
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "see_inside.py")
+    status, out, err = run_main(["explain", example, "--function", "step"], capsys)
+    assert status == 0, err
+    assert out.startswith("batch of 4\nbatch of 4\nbatch of 6\n")  # the script's own output
+    assert "Graph count: 6" in out and "Graph break count: 4" in out
+    assert "torch._C._nn.linear, Tensor.relu" in out
+    assert "Recompiles:" in out
