@@ -374,3 +374,39 @@ def test_vmap_randomness_error_is_eagers_error() -> None:
         random_in_vmap(torch.randn(3))
     with pytest.raises(RuntimeError, match="randomness"):
         compiled(torch.randn(3))
+
+
+# -- torch.func.functional_call ------------------------------------------------------------------
+MLP = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+MLP.register_buffer("offset", torch.randn(2))
+
+
+def functional_mlp(w0, b2, x):
+    out = torch.func.functional_call(MLP, {"0.weight": w0, "2.bias": b2}, (x,))
+    return out + MLP.offset
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functional_call_swaps_the_named_parameters(backend: str) -> None:
+    w0 = torch.randn(4, 4, requires_grad=True)
+    b2 = torch.randn(2, requires_grad=True)
+    # The module's own 0.bias and 2.weight are used and get gradients; 0.weight and
+    # 2.bias are not touched.
+    check(functional_mlp, (w0, b2, torch.randn(3, 4)), backend, params=tuple(MLP.parameters()))
+
+
+def functional_call_in_grad(w, b, x):
+    def loss(w_, b_):
+        return torch.func.functional_call(MLP[0], ({"weight": w_}, {"bias": b_}), x).sum()
+
+    return torch.func.grad(loss, argnums=(0, 1))(w, b)
+
+
+def test_functional_call_in_a_transform_body() -> None:
+    check(functional_call_in_grad, (torch.randn(4, 4), torch.randn(4), torch.randn(3, 4)),
+          "aot_eager")
+
+
+def test_functional_call_of_an_unknown_name_is_refused() -> None:
+    error = refused(lambda x: torch.func.functional_call(MLP, {"nope": x}, (x,)), torch.randn(4))
+    assert "'nope' is no parameter" in error.detail

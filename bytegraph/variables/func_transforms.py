@@ -22,6 +22,7 @@ import torch.func
 
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
+from bytegraph.variables.functional_call import FunctionalCallVariable
 from bytegraph.variables.higher_order import (
     Body,
     call_op,
@@ -114,7 +115,10 @@ _POSITIONAL: dict[Any, tuple[str, ...]] = {
     torch.func.jacrev: ("argnums", "has_aux"),
     torch.func.jacfwd: ("argnums", "has_aux"),
 }
-REGISTRY = {id(fn): FuncTransformVariable for fn in _POSITIONAL}
+REGISTRY: dict[int, type[VariableTracker]] = {
+    id(fn): FuncTransformVariable for fn in _POSITIONAL
+}
+REGISTRY[id(torch.func.functional_call)] = FunctionalCallVariable
 
 
 def _trace(tx: Tx, what: str, fn: VariableTracker, args: list, examples: list) -> Body:

@@ -101,7 +101,11 @@ class NNModuleVariable(UserDefinedObjectVariable):
         value = self.value.__dict__[dict_name][name]
         # Through the dict, not ``module.name``: nn.Module.__getattr__ costs about 0.4 us
         # on every guard check and every load of the input in the generated code.
-        return wrap(tx, value, GetItemSource(AttrSource(self.source, dict_name), name))
+        source = GetItemSource(AttrSource(self.source, dict_name), name)
+        from bytegraph.variables.functional_call import override
+
+        swapped = override(tx, source)  # torch.func.functional_call in progress
+        return swapped if swapped is not None else wrap(tx, value, source)
 
     def _check_members_unchanged(self, tx: Tx, dict_name: str) -> None:
         """Members are read from the real dicts: the trace must not have changed them."""
