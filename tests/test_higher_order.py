@@ -410,3 +410,19 @@ def test_functional_call_in_a_transform_body() -> None:
 def test_functional_call_of_an_unknown_name_is_refused() -> None:
     error = refused(lambda x: torch.func.functional_call(MLP, {"nope": x}, (x,)), torch.randn(4))
     assert "'nope' is no parameter" in error.detail
+
+
+# -- torch.func.vjp ------------------------------------------------------------------------------
+def vjp_of(x):
+    out, vjp_fn = torch.func.vjp(lambda a, b: (a.sin() * W * b, a.sum()), x, x * 2)
+    grad_a, grad_b = vjp_fn((torch.ones(4), torch.tensor(2.0)))
+    return out[0] + grad_a * grad_b, out[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vjp(backend: str) -> None:
+    counting = check(vjp_of, (torch.randn(4, requires_grad=True),), backend, params=(W,))
+    if backend == "eager":
+        from bytegraph.variables.func_transforms import apply_vjp
+
+        assert apply_vjp in counting.targets()

@@ -1,4 +1,4 @@
-"""torch.func transforms: vmap, grad, grad_and_value, jacrev, jacfwd.
+"""torch.func transforms: vmap, grad, grad_and_value, jacrev, jacfwd, vjp.
 
 ``torch.func.vmap(f, in_dims=...)`` returns a function; calling it traces
 ``f``'s body into a subgraph (``higher_order.speculate``) on examples shaped
@@ -9,7 +9,11 @@ are extra arguments (``in_dims`` None; never differentiated). AOTAutograd
 and Inductor trace the wrapper like any torch.func call, so the transform
 runs compiled, backward included; its metadata is worked out from the
 body's outputs (a batch dimension added, the shape of the argument a
-gradient is of).
+gradient is of). ``vjp`` records the body's call for its outputs, and each call of
+the ``vjp_fn`` it returns records ``apply_vjp``, which runs the body again under
+``torch.func.vjp`` (a second forward, traded for a graph with no state
+carried between the two nodes). ``functional_call`` is in
+``functional_call.py``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,17 @@ def apply_jacfwd(body: Any, argnums: int, *args: Any) -> tuple:
     return (torch.func.jacfwd(_first(body), argnums=argnums)(*args),)
 
 
+def apply_body(body: Any, *args: Any) -> tuple:
+    return body(*args)
+
+
+def apply_vjp(body: Any, n_primals: int, n_free: int, *args: Any) -> tuple:
+    primals, free = args[:n_primals], args[n_primals:n_primals + n_free]
+    cotangents = args[n_primals + n_free:]
+    _, vjp_fn = torch.func.vjp(lambda *p: body(*p, *free), *primals)
+    return vjp_fn(cotangents)
+
+
 # -- the transforms as values ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class FuncTransformVariable(PythonValueVariable):
@@ -119,6 +134,70 @@ REGISTRY: dict[int, type[VariableTracker]] = {
     id(fn): FuncTransformVariable for fn in _POSITIONAL
 }
 REGISTRY[id(torch.func.functional_call)] = FunctionalCallVariable
+
+
+# -- vjp ------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class VjpVariable(PythonValueVariable):
+    """``torch.func.vjp(fn, *primals)``: the body's outputs from one node calling it, and
+    a VjpFunctionVariable that records the vector-Jacobian product when called (the
+    body runs again there, under torch.func.vjp)."""
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        from bytegraph.variables.containers import TupleVariable
+
+        if any(k != "has_aux" for k in kwargs) or (
+            "has_aux" in kwargs and kwargs["has_aux"].as_python_constant()
+        ):
+            raise Unsupported("higher_order_call", "torch.func.vjp with has_aux or options")
+        if len(args) < 2 or not all(isinstance(a, TensorVariable) for a in args[1:]):
+            raise Unsupported("higher_order_call", "torch.func.vjp(fn, *primals) with primals "
+                              "other than positional tensors")
+        fn, primals = args[0], list(args[1:])
+        examples = [input_example(tx.output, a.example) for a in primals]
+        body = _trace(tx, "torch.func.vjp", fn, primals, examples)
+        graph = install(tx, "vjp_body", body)
+        outputs = call_op(tx, apply_body, (graph, *(a.node for a in primals), *body.lifted()),
+                          {}, body.outputs)
+        return TupleVariable((body.rebuild(outputs), VjpFunctionVariable(body, tuple(primals))))
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class VjpFunctionVariable(VariableTracker):
+    """The ``vjp_fn`` that ``torch.func.vjp`` returned: ``vjp_fn(cotangents)``."""
+
+    body: Body
+    primals: tuple[TensorVariable, ...]
+
+    def python_type(self) -> type:
+        return type(lambda: None)
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        from bytegraph.variables.containers import BaseSequenceVariable, TupleVariable
+
+        if kwargs or len(args) != 1:
+            raise Unsupported("higher_order_call", "vjp_fn() takes one argument, the cotangents")
+        (given,) = args
+        cotangents = (list(given.items_now(tx)) if isinstance(given, BaseSequenceVariable)
+                      else [given])
+        outputs = self.body.outputs
+        if len(cotangents) != len(outputs) or not all(
+            isinstance(c, TensorVariable) for c in cotangents
+        ):
+            raise Unsupported("higher_order_call", "vjp_fn() with cotangents unlike the outputs")
+        free = self.body.lifted()
+        graph = install(tx, "vjp_body", self.body)
+        grad = any(t.example.requires_grad for t in (*cotangents, *outputs))
+        like = [_Shaped(tx, tuple(p.example.shape), p, grad) for p in self.primals]
+        results = call_op(
+            tx, apply_vjp,
+            (graph, len(self.primals), len(free), *(p.node for p in self.primals), *free,
+             *(c.node for c in cotangents)), {}, like,
+        )
+        return TupleVariable(tuple(results))
+
+
+REGISTRY[id(torch.func.vjp)] = VjpVariable
 
 
 def _trace(tx: Tx, what: str, fn: VariableTracker, args: list, examples: list) -> Body:
