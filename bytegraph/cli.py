@@ -125,9 +125,9 @@ def _run(args: argparse.Namespace) -> Any:
 
 
 def _entries_of(compiled: Any) -> list[Any]:
-    from bytegraph.explain import _compiled_function
+    from bytegraph.explain import compiled_function
 
-    return _compiled_function(compiled).entries
+    return compiled_function(compiled).entries
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -211,8 +211,8 @@ def explain(
 def report_of(recording: Recording) -> ExplainOutput:
     """The report of everything compiled while ``recording`` was active."""
     graph_index = {id(g.graph): i for i, g in enumerate(recording.graphs)}
-    functions = _related([_compiled_function(r) for r in recording.roots])
-    roots = {id(_compiled_function(r)) for r in recording.roots}
+    functions = _related([compiled_function(r) for r in recording.roots])
+    roots = {id(compiled_function(r)) for r in recording.roots}
     entries, breaks, guards = [], [], []
     for compiled, resume_line in functions:
         for entry in reversed(compiled.entries):  # oldest first
@@ -258,7 +258,7 @@ def _entry_report(
     )
 
 
-def _compiled_function(root: Any) -> Any:
+def compiled_function(root: Any) -> Any:
     """The CompiledFunction behind what ``compile`` returned (a module's forward, a method)."""
     root = getattr(root, "_compiled_forward", root)
     return root.__func__ if isinstance(root, types.MethodType) else root
