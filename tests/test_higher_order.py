@@ -426,3 +426,41 @@ def test_vjp(backend: str) -> None:
         from bytegraph.variables.func_transforms import apply_vjp
 
         assert apply_vjp in counting.targets()
+
+
+# -- map and while_loop ----------------------------------------------------------------------------
+def mapped(xs, y):
+    from torch._higher_order_ops import map as hop_map
+
+    return hop_map(lambda a, b: a.sin() * W + b, xs, y)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_map(backend: str) -> None:
+    args = (torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True))
+    counting = check(mapped, args, backend, params=(W,))
+    assert torch.ops.higher_order.map_impl in counting.targets()
+
+
+def test_map_under_inductor_is_torchs_limitation() -> None:
+    # Inductor itself cannot lower map_impl's graph (torch.compile's own map fails alike):
+    # this test fails, and should then become a normal one, once torch can.
+    with pytest.raises(Exception, match="DataDependentOutputException"):
+        check(mapped, (torch.randn(3, 4), torch.randn(4)), "inductor")
+
+
+def loop(x):
+    from torch._higher_order_ops import while_loop
+
+    return while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), x))
+
+
+def test_while_loop_runs_in_python_at_a_break() -> None:
+    # Not captured: torch's while_loop graph form is refused by its own eager run (a
+    # one-element tuple from cond_fn) and needs a shape environment under AOTAutograd.
+    error = refused(loop, torch.randn(4))
+    assert "while_loop" in str(error)
+    counting = Counting("eager")
+    x = torch.randn(4)
+    for got, expected in zip(bytegraph.compile(loop, backend=counting)(x), loop(x), strict=True):
+        torch.testing.assert_close(got, expected)

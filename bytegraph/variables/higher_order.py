@@ -330,6 +330,49 @@ class CheckpointVariable(PythonValueVariable):
         return body.rebuild(outputs)
 
 
+# -- torch._higher_order_ops.map ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class MapVariable(PythonValueVariable):
+    """``map(f, xs, *args)``: ``f`` traced on one slice of each tensor of ``xs`` and the
+    whole ``args``, called through ``torch.ops.higher_order.map_impl``."""
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        if kwargs or len(args) < 2:
+            raise Unsupported("higher_order_call", "map(f, xs, *args) with keyword arguments")
+        fn, xs, *rest = args
+        mapped = [xs] if isinstance(xs, TensorVariable) else tensor_items(tx, xs, "map's xs")
+        extra = tensor_items(tx, TupleVariable(tuple(rest)), "map's extra arguments")
+        sizes = {x.example.shape[0] if x.example.dim() else None for x in mapped}
+        if len(sizes) != 1 or None in sizes:
+            raise Unsupported("higher_order_call", "map's xs of different leading sizes")
+        examples = [(x, input_example(tx.output, x.example.select(0, 0))) for x in mapped]
+
+        def call(body_args: list[VariableTracker]) -> VariableTracker:
+            slices = body_args[:len(mapped)]
+            first = slices[0] if isinstance(xs, TensorVariable) else TupleVariable(tuple(slices))
+            return fn.call_function(tx, [first, *body_args[len(mapped):]], {})
+
+        body = speculate(tx, "map", examples + _inputs(tx, extra), call)
+        refuse_aliasing(body, "map")
+        (size,) = sizes
+        like = [_Stacked(t, size) for t in body.outputs]
+        outputs = call_op(
+            tx, torch.ops.higher_order.map_impl,
+            (install(tx, "map_body", body), [x.node for x in mapped],
+             [t.node for t in extra] + body.lifted()), {}, like,
+        )
+        return body.rebuild(outputs)
+
+
+class _Stacked:
+    """A body output with the mapped dimension in front (what ``call_op`` copies)."""
+
+    def __init__(self, t: TensorVariable, size: int) -> None:
+        self.example = t.example.detach().new_empty((size, *t.example.shape))
+        self.example.requires_grad_(t.example.requires_grad)
+        self.device = t.device
+
+
 # -- which values are higher-order ops ------------------------------------------------------
 def _cond_module() -> Any:
     import torch._higher_order_ops  # noqa: F401  (loads the cond module)
@@ -341,6 +384,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
     table: dict[int, type[VariableTracker]] = {
         id(_cond_module().cond): CondVariable,
         id(torch.utils.checkpoint.checkpoint): CheckpointVariable,
+        id(sys.modules["torch._higher_order_ops.map"].map): MapVariable,
     }
     from bytegraph.variables import func_transforms
 
