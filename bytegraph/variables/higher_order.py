@@ -22,7 +22,9 @@ run and differentiate it. For each op:
 
 Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``; this module holds the
-shared machinery, ``torch.cond``, ``while_loop``, ``map`` and ``checkpoint``.
+shared machinery, ``torch.cond``, ``map`` and ``checkpoint``. ``while_loop``
+is not captured (its graph form fails in torch's own eager run and needs a
+shape environment under AOTAutograd): a call is a break, run in Python.
 """
 
 from __future__ import annotations
