@@ -17,7 +17,7 @@ import bytecode as bc
 import torch
 import torch.fx
 
-from bytegraph.bytecode import assemble
+from bytegraph.bytecode import assemble, compat
 from bytegraph.exc import InternalError
 from bytegraph.graph.rerun import OnGraphError, rerun
 
@@ -76,10 +76,21 @@ class PyCodegen:
     def call_instrs(nargs: int) -> list[bc.Instr]:
         return assemble.call(nargs)
 
+    def load_callable(self, fn: Any) -> None:
+        """Push the constant ``fn`` with the NULL slot of a plain call."""
+        self.append(*assemble.with_null([bc.Instr("LOAD_CONST", fn)]))
+
+    def load_callable_with(self, emit: Callable[[], None]) -> None:
+        """Push what ``emit`` loads as a callable, with the NULL slot of a plain call."""
+        if compat.NULL_BEFORE_CALLABLE:
+            self.append(*assemble.push_null())
+        emit()
+        if not compat.NULL_BEFORE_CALLABLE:
+            self.append(*assemble.push_null())
+
     def call_const(self, fn: Any, args: list[VariableTracker]) -> None:
         """Call the constant ``fn`` on the values of ``args``."""
-        self.append(*assemble.push_null())
-        self.load_const(fn)
+        self.load_callable(fn)
         for arg in args:
             self(arg)
         self.append(*assemble.call(len(args)))
@@ -105,8 +116,7 @@ class PyCodegen:
         self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
         try:
             for name, value in attributes():
-                self.append(*assemble.push_null())
-                self.load_const(object.__setattr__)
+                self.load_callable(object.__setattr__)
                 self.append(bc.Instr("LOAD_FAST", temp))
                 self.load_const(name)
                 self(value)
@@ -122,8 +132,7 @@ class PyCodegen:
         if on_error is not None:
             guarded = bc.TryBegin(on_error, push_lasti=False, stack_depth=0)
             self.append(guarded)
-        self.append(*assemble.push_null())
-        self.load_const(compiled)
+        self.load_callable(compiled)
         for graph_input in inputs:
             graph_input.source.reconstruct(self)
         self.append(*assemble.call(len(inputs)), bc.Instr("STORE_FAST", GRAPH_OUT))
@@ -132,8 +141,7 @@ class PyCodegen:
 
     def set_grad_mode(self, mode: bool) -> None:
         """``torch._C._set_grad_enabled(mode)``"""
-        self.append(*assemble.push_null())
-        self.load_const(torch._C._set_grad_enabled)
+        self.load_callable(torch._C._set_grad_enabled)
         self.load_const(mode)
         self.append(*assemble.call(1), bc.Instr("POP_TOP"))
 
@@ -150,8 +158,8 @@ class PyCodegen:
         keyword_only = names[template.co_argcount : index]
         extra = names[index] if template.co_flags & 0x04 else None  # CO_VARARGS
         extra_keywords = names[index + bool(extra)] if template.co_flags & 0x08 else None
-        self.append(bc.Instr("POP_TOP"), *assemble.push_null())
-        self.load_const(rerun)
+        self.append(bc.Instr("POP_TOP"))
+        self.load_callable(rerun)
         self.load_const(plan.rerun)
         self.append(*(bc.Instr("LOAD_FAST", n) for n in positional))
         self.append(bc.Instr("BUILD_TUPLE", len(positional)))

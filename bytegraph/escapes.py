@@ -72,8 +72,7 @@ def emit_raise(
         # Rebuild before replaying: a mutation must not change what was read.
         codegen.append(bc.Instr("STORE_FAST", ESCAPING))
         codegen.side_effects.replay_all(codegen)
-        codegen.append(*assemble.push_null())
-        codegen.load_const(raise_escaping)
+        codegen.load_callable(raise_escaping)
         codegen.append(bc.Instr("LOAD_FAST", ESCAPING))
         codegen.load_const(keep_context)
         codegen.append(*(_at_line(i, lineno) for i in assemble.call(2)))

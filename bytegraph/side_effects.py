@@ -324,7 +324,7 @@ def _plan_call(replay: _Replay, call: _Call) -> Any:
     fn = replay.store_top()
 
     def store() -> None:  # fn(*args, **kwargs)
-        replay.emit(*assemble.push_null(), bc.Instr("LOAD_FAST", fn))
+        replay.emit(*assemble.with_null([bc.Instr("LOAD_FAST", fn)]))
         replay.emit(bc.Instr("LOAD_CONST", call.args), bc.Instr("LOAD_CONST", call.kwargs))
         replay.emit(bc.Instr("CALL_FUNCTION_EX", 1), bc.Instr("POP_TOP"))
 
@@ -366,6 +366,7 @@ class _Replay:
 
 def _plan_contents(replay: _Replay, vt: Any, contents: Any) -> Any:
     """Lists and dicts: build the final contents now, write them in place later."""
+    from bytegraph.bytecode import assemble
     from bytegraph.variables.containers import DictVariable, ListVariable
 
     if isinstance(vt, ListVariable):
@@ -388,7 +389,7 @@ def _plan_contents(replay: _Replay, vt: Any, contents: Any) -> Any:
         def store_dict() -> None:  # target.clear(); target.update(new)
             codegen = replay.codegen
             for method, arg in (("clear", None), ("update", new)):
-                replay.emit(bc.Instr("LOAD_FAST", target), bc.Instr("LOAD_METHOD", method))
+                replay.emit(bc.Instr("LOAD_FAST", target), assemble.load_method(method))
                 if arg is not None:
                     replay.emit(bc.Instr("LOAD_FAST", arg))
                 replay.emit(*codegen.call_instrs(0 if arg is None else 1), bc.Instr("POP_TOP"))

@@ -61,11 +61,61 @@ def roundtrip(code: types.CodeType) -> types.CodeType:
 
 
 def call(nargs: int) -> list[bc.Instr]:
-    """Call the callable below ``nargs`` arguments (NULL already pushed)."""
+    """Call the callable below ``nargs`` arguments (its NULL slot already pushed)."""
     if compat.HAS_PRECALL:
         return [bc.Instr("PRECALL", nargs), bc.Instr("CALL", nargs)]
     return [bc.Instr("CALL", nargs)]
 
 
+def with_null(load: Sequence[bc.Instr]) -> list[bc.Instr]:
+    """``load`` (which pushes one callable) and the NULL slot a plain call needs,
+    below the callable before 3.13 and above it from 3.13 on."""
+    if compat.NULL_BEFORE_CALLABLE:
+        return [bc.Instr("PUSH_NULL"), *load]
+    return [*load, bc.Instr("PUSH_NULL")]
+
+
 def push_null() -> list[bc.Instr]:
+    """The NULL slot alone, where a caller emits the callable's load itself: call
+    before the load when ``compat.NULL_BEFORE_CALLABLE``, else after it."""
     return [bc.Instr("PUSH_NULL")]
+
+
+def discard_null() -> list[bc.Instr]:
+    """Drop a NULL from the top of the stack (POP_TOP cannot): a call of a no-op eats it."""
+    noop = bc.Instr("LOAD_CONST", _noop)
+    if compat.NULL_BEFORE_CALLABLE:
+        return [noop, *call(0), bc.Instr("POP_TOP")]
+    return [noop, bc.Instr("SWAP", 2), *call(0), bc.Instr("POP_TOP")]
+
+
+def _noop() -> None:
+    pass
+
+
+def load_attr(name: str) -> bc.Instr:
+    """``obj -- obj.name``"""
+    return bc.Instr("LOAD_ATTR", (False, name) if compat.LOAD_ATTR_METHOD_BIT else name)
+
+
+def load_method(name: str) -> bc.Instr:
+    """``obj -- method self`` or ``obj -- NULL attr`` (3.13: ``attr NULL``): ready for a call."""
+    if compat.LOAD_ATTR_METHOD_BIT:
+        return bc.Instr("LOAD_ATTR", (True, name))
+    return bc.Instr("LOAD_METHOD", name)
+
+
+def make_function(flags: int) -> list[bc.Instr]:
+    """A function from the code object on top and, below it, the parts ``flags`` names
+    (MAKE_FUNCTION's flags: 0x01 defaults, 0x02 kwdefaults, 0x04 annotations, 0x08
+    closure, pushed in that order)."""
+    if compat.MAKE_FUNCTION_HAS_FLAGS:
+        return [bc.Instr("MAKE_FUNCTION", flags)]
+    # 3.13: each part, from the one right below the function down, is set on it in turn.
+    parts = [bc.Instr("SET_FUNCTION_ATTRIBUTE", f) for f in (0x08, 0x04, 0x02, 0x01) if flags & f]
+    return [bc.Instr("MAKE_FUNCTION"), *parts]
+
+
+def load_cell(var: bc.CellVar | bc.FreeVar) -> bc.Instr:
+    """Push the cell object of ``var`` itself (3.13 has no LOAD_CLOSURE: LOAD_FAST does it)."""
+    return bc.Instr("LOAD_CLOSURE" if compat.HAS_LOAD_CLOSURE else "LOAD_FAST", var)

@@ -2,7 +2,9 @@
 
 ``decode(code)`` returns a ``DecodedCode``: the instructions (inline CACHE
 entries dropped), with jump targets resolved to instruction indices, and the
-exception table in index form. The translator walks these by index.
+exception table in index form. The translator walks these by index. A
+FOR_ITER's target is where CPython lands when the loop ends, which from
+3.12 on is past the END_FOR that ``dis`` names.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import dis
 import types
+
+from bytegraph.bytecode import compat
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,8 +56,33 @@ class DecodedCode:
                 return entry
         return None
 
+    def runs_code_on_error(self, index: int) -> bool:
+        """Whether an exception at ``index`` reaches a handler that does more than pass it
+        on: 3.12+ wraps a generator's body in one that only checks for StopIteration
+        (PEP 479), and an inlined comprehension in one that only restores its variable."""
+        seen: set[int] = set()
+        entry = self.handler_for(index)
+        while entry is not None and entry.target not in seen:
+            seen.add(entry.target)
+            if not self._passes_on(entry.target):
+                return True
+            entry = self.handler_for(entry.target)
+        return False
+
+    def _passes_on(self, start: int) -> bool:
+        for inst in self.instructions[start:]:
+            if inst.opname == "RERAISE":
+                return True
+            if inst.opname == "CALL_INTRINSIC_1" and inst.arg == _INTRINSIC_STOPITERATION_ERROR:
+                continue
+            if inst.opname not in ("SWAP", "POP_TOP", "STORE_FAST", "NOP"):
+                return False
+        return False
+
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_FOR_ITER = dis.opmap["FOR_ITER"]
+_INTRINSIC_STOPITERATION_ERROR = 3
 # Keyed by identity: code objects hash their co_consts (a generated code object
 # may hold an unhashable constant), and two equal code objects are still two
 # objects. Each record holds its code, so a key's id is never reused.
@@ -71,6 +100,14 @@ def decode(code: types.CodeType) -> DecodedCode:
 def _decode(code: types.CodeType) -> DecodedCode:
     raw = list(dis.get_instructions(code))
     offset_to_index = {inst.offset: i for i, inst in enumerate(raw)}
+
+    def target(inst: dis.Instruction) -> int | None:
+        if inst.opcode not in _JUMPS:
+            return None
+        if inst.opcode == _FOR_ITER:  # where an exhausted loop really lands
+            return offset_to_index[inst.argval] + compat.FOR_ITER_TARGET_SKIP
+        return offset_to_index[inst.argval]
+
     instructions = tuple(
         Instruction(
             index=i,
@@ -81,7 +118,7 @@ def _decode(code: types.CodeType) -> DecodedCode:
             offset=inst.offset,
             lineno=inst.positions.lineno if inst.positions else None,
             is_jump_target=inst.is_jump_target,
-            target=offset_to_index[inst.argval] if inst.opcode in _JUMPS else None,
+            target=target(inst),
         )
         for i, inst in enumerate(raw)
     )

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
+from bytegraph.bytecode import assemble
+
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
 
@@ -118,8 +120,7 @@ class StateCallSource(Source):
         return f"{const_expr(self.fn)}({', '.join(const_expr(a) for a in self.args)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(bc.Instr("PUSH_NULL"))
-        codegen.load_const(self.fn)
+        codegen.load_callable(self.fn)
         for arg in self.args:
             codegen.load_const(arg)
         codegen.append(*codegen.call_instrs(len(self.args)))
@@ -169,7 +170,7 @@ class ClosureCellSource(Source):
         return f"___cell_{self.name}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(bc.Instr("LOAD_CLOSURE", bc.FreeVar(self.name)))
+        codegen.append(assemble.load_cell(bc.FreeVar(self.name)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -190,7 +191,7 @@ class AttrSource(ChildSource):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         self.base.reconstruct(codegen)
-        codegen.append(bc.Instr("LOAD_ATTR", self.attr))
+        codegen.append(assemble.load_attr(self.attr))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -201,8 +202,7 @@ class CallResultSource(ChildSource):
         return f"{self.base.expr()}()"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(bc.Instr("PUSH_NULL"))
-        self.base.reconstruct(codegen)
+        codegen.load_callable_with(lambda: self.base.reconstruct(codegen))
         codegen.append(*codegen.call_instrs(0))
 
 

@@ -20,8 +20,15 @@ from collections.abc import Callable
 
 import bytecode as bc
 
+from bytegraph.bytecode import compat
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
-from bytegraph.bytecode.stack_effects import STACK_EFFECTS
+from bytegraph.bytecode.stack_effects import (
+    FRAME_EXITS,
+    STACK_EFFECTS,
+    jump_effect,
+    loads_method,
+    locals_read,
+)
 from bytegraph.exc import Unsupported
 
 _CONDITIONAL_JUMPS = frozenset(
@@ -38,7 +45,11 @@ _BREAKABLE = (
     "LIST_TO_TUPLE", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "MATCH_CLASS",
     "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_DEREF", "STORE_DEREF", "IMPORT_NAME",
     "LOAD_BUILD_CLASS", "LOAD_ASSERTION_ERROR",
+    # 3.12 and 3.13
+    "CALL_KW", "BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1", "TO_BOOL", "CONVERT_VALUE",
+    "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "LOAD_SUPER_ATTR",
 )
+_GLOBAL_WITH_NULL = (True, False) if compat.NULL_BEFORE_CALLABLE else (False, True)
 _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] = {
     **{name: STACK_EFFECTS[name] for name in _BREAKABLE},
     # These also read the container ``arg`` slots down, which is on the real stack too.
@@ -50,12 +61,12 @@ _STACK_EFFECTS: dict[str, Callable[[int], tuple[int, int | tuple[bool, ...]]]] =
     "DICT_UPDATE": lambda arg: (1, 0),
     "DICT_MERGE": lambda arg: (1, 0),
     "GET_LEN": lambda arg: (1, 2),
-    "LOAD_GLOBAL": lambda arg: (0, (True, False) if arg & 1 else (False,)),
+    "LOAD_GLOBAL": lambda arg: (0, _GLOBAL_WITH_NULL if arg & 1 else (False,)),
     "IMPORT_FROM": lambda arg: (1, 2),  # the module stays, the name goes on top
 }
 # Instructions that never continue: a break there runs them and resumes nowhere.
 _NO_EXIT = frozenset({"RAISE_VARARGS"})
-_TERMINATORS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
+_TERMINATORS = FRAME_EXITS
 # What may follow a break's instruction and run in Python with it, so that a value it
 # produced and the program drops or stores never becomes a resume function's input
 # (a float from ``time.time()`` would be guarded by value there, missing every call).
@@ -192,11 +203,11 @@ def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
     contain a jump (the call is then no straight line).
     """
     instructions = decoded.instructions
-    if instructions[index].opname != "LOAD_METHOD":
+    if not loads_method(instructions[index].opname, instructions[index].arg):
         return None
     depth = 0
     for inst in instructions[index:]:
-        if inst.target is not None or inst.opname in ("RETURN_VALUE", "RAISE_VARARGS"):
+        if inst.target is not None or inst.opname in FRAME_EXITS:
             return None
         depth += dis.stack_effect(inst.opcode, inst.arg)
         if depth <= 0:
@@ -226,11 +237,10 @@ def live_locals(code: types.CodeType, index: int) -> frozenset[str]:
             continue
         seen.add(i)
         inst = instructions[i]
-        if inst.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST", "LOAD_CLOSURE"):
-            names.add(inst.argval)
+        names.update(locals_read(inst.opname, inst.argval))
         if inst.target is not None:
             work.append(inst.target)
-        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and not (
+        if inst.opname not in FRAME_EXITS and not (
             inst.opname.startswith("JUMP_") and inst.opname not in _CONDITIONAL_JUMPS
         ):
             work.append(i + 1)
@@ -263,7 +273,13 @@ def deleted_in(region: tuple[Instruction, ...]) -> set[str]:
 
 
 def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -> dict[int, int]:
-    """Stack depth at each instruction outside ``start..end`` the region can reach."""
+    """Stack depth at each instruction outside ``start..end`` the region can reach.
+
+    An exit at a POP_TOP moves past it (the Python part drops the value): 3.12+
+    compiles a ``break`` out of a ``for`` loop as a jump out of the loop's body
+    to a POP_TOP of the iterator, which must not cross into a resume function
+    (a guard on its identity would fail at every call).
+    """
     depth_at = {start: entry_depth}
     exits: dict[int, int] = {}
     work = [start]
@@ -271,13 +287,13 @@ def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) ->
         i = work.pop()
         inst = decoded.instructions[i]
         successors = []
-        if inst.opname not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"):
+        if inst.opname not in FRAME_EXITS:
             name = inst.opname
             unconditional = name.startswith("JUMP_") and name not in _CONDITIONAL_JUMPS
             if not unconditional:
                 successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
             if inst.target is not None:
-                successors.append((inst.target, dis.stack_effect(inst.opcode, inst.arg, jump=True)))
+                successors.append((inst.target, jump_effect(inst.opcode, inst.arg)))
         handler = decoded.handler_for(i)
         if handler is not None and start <= handler.start <= end:  # a try of the region
             successors.append((handler.target, handler.depth + handler.lasti + 1 - depth_at[i]))
@@ -288,7 +304,17 @@ def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) ->
             elif successor not in depth_at:
                 depth_at[successor] = depth
                 work.append(successor)
-    return exits
+    region = range(start, end + 1)
+    return dict(_past_pops(decoded, region, target, depth) for target, depth in exits.items())
+
+
+def _past_pops(
+    decoded: DecodedCode, region: range, target: int, depth: int
+) -> tuple[int, int]:
+    instructions = decoded.instructions
+    while depth > 0 and instructions[target].opname == "POP_TOP" and target + 1 not in region:
+        target, depth = target + 1, depth - 1
+    return target, depth
 
 
 
@@ -305,6 +331,8 @@ def instruction_exits(
         ]
     if inst.opname in _NO_EXIT:
         return []
+    if loads_method(inst.opname, inst.arg):  # which layout it leaves, only Python knows
+        raise Unsupported("break_impossible", f"cannot break the graph at {inst.opname}")
     effect = _STACK_EFFECTS.get(inst.opname)
     if effect is None:
         raise Unsupported("break_impossible", f"cannot break the graph at {inst.opname}")

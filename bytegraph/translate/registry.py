@@ -24,7 +24,7 @@ Handler = Callable[[Any, Any], None]
 
 _registered: dict[str, Handler] = {}
 
-# Opcodes of CPython 3.11 that deliberately have no handler, with the reason.
+# Opcodes of the running CPython that deliberately have no handler, with the reason.
 UNSUPPORTED: dict[str, str] = {}
 
 
@@ -37,9 +37,7 @@ def handler(
     """Register ``fn`` as the handler of ``opname`` on versions min_ver..max_ver."""
 
     def register(fn: Handler) -> Handler:
-        version = compat.PY_VERSION
-        in_range = min_ver <= version and (max_ver is None or version <= max_ver)
-        if in_range:
+        if _in_range(min_ver, max_ver):
             if opname in _registered:
                 raise RuntimeError(f"two handlers for {opname}")
             _registered[opname] = fn
@@ -48,9 +46,21 @@ def handler(
     return register
 
 
-def unsupported_opcode(opname: str, reason: str) -> None:
-    """Declare that ``opname`` is deliberately not traced, and why."""
-    UNSUPPORTED[opname] = reason
+def unsupported_opcode(
+    opname: str,
+    reason: str,
+    *,
+    min_ver: tuple[int, int] = (3, 11),
+    max_ver: tuple[int, int] | None = None,
+) -> None:
+    """Declare that ``opname`` (on versions min_ver..max_ver) is deliberately not traced."""
+    if _in_range(min_ver, max_ver):
+        UNSUPPORTED[opname] = reason
+
+
+def _in_range(min_ver: tuple[int, int], max_ver: tuple[int, int] | None) -> bool:
+    version = compat.PY_VERSION
+    return min_ver <= version and (max_ver is None or version <= max_ver)
 
 
 def registered_handlers() -> dict[str, Handler]:
@@ -70,6 +80,8 @@ def _missing(opname: str) -> Handler:
 def build_dispatch_table(cls: type) -> list[Handler]:
     table: list[Handler] = [_missing(f"<{i}>") for i in range(256)]
     for opname, opcode in dis.opmap.items():
+        if opcode >= 256:  # 3.12+ lists pseudo-instructions of the compiler, never executed
+            continue
         override = getattr(cls, opname, None)
         table[opcode] = override or _registered.get(opname) or _missing(opname)
     return table

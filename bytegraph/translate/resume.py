@@ -53,8 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
-from bytegraph.bytecode import assemble
+from bytegraph.bytecode import assemble, compat
 from bytegraph.bytecode.instructions import Instruction, decode
+from bytegraph.bytecode.stack_effects import loads_method, locals_written
 from bytegraph.exc import InternalError, Unsupported
 from bytegraph.translate.regions import (
     absorbed_after,
@@ -116,7 +117,8 @@ class FrameContext:
         return compiled
 
 
-# resume code -> (base code, number of prologue instructions before the base ones)
+# resume code -> (base code, number of prologue instructions before the base ones,
+# EXTENDED_ARG prefixes not counted: the assembler may need more or fewer than the base)
 _origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}
 
 
@@ -136,7 +138,20 @@ def base_position(code: types.CodeType, index: int) -> tuple[types.CodeType, int
     if origin is None:
         return code, index
     base, shift = origin
-    return base, index - shift
+    real = _real_index(code, index) - shift
+    if real < 0:
+        return base, real  # in the prologue
+    return base, _real_indices(base)[real]
+
+
+def _real_index(code: types.CodeType, index: int) -> int:
+    """``index`` among the instructions of ``code`` that are no EXTENDED_ARG."""
+    instructions = decode(code).instructions
+    return index - sum(inst.opname == "EXTENDED_ARG" for inst in instructions[:index])
+
+
+def _real_indices(code: types.CodeType) -> tuple[int, ...]:
+    return tuple(i.index for i in decode(code).instructions if i.opname != "EXTENDED_ARG")
 
 
 def build_resume_code(spec: ResumeSpec) -> types.CodeType:
@@ -145,7 +160,7 @@ def build_resume_code(spec: ResumeSpec) -> types.CodeType:
         base, spec.target, spec.stack_nulls, spec.stack_methods, spec.local_names, {},
         f"{base.co_qualname}.<resume at {spec.target}>",
     )
-    shift = len(decode(concrete).instructions) - len(decode(base).instructions)
+    shift = len(_real_indices(concrete)) - len(_real_indices(base))
     _origins[concrete] = (base, shift)
     return concrete
 
@@ -189,7 +204,7 @@ def _entered_code(
         load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
         prologue.append(load)
         if method is not None:
-            prologue.append(bc.Instr("LOAD_ATTR", method))
+            prologue.append(assemble.load_attr(method))
     prologue.append(bc.Instr("JUMP_FORWARD", label))
     code = bc.Bytecode(prologue + body)
     # The user's name, so tracebacks and break reports read as the original function.
@@ -361,7 +376,7 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
     nulls = tuple(isinstance(v, NullVariable) for v in stack)
     bound = _bound(tx)
     region = decoded.instructions[start : end + 1]
-    assigned = {i.argval for i in region if i.opname in ("STORE_FAST", "DELETE_FAST")}
+    assigned = {name for i in region for name in locals_written(i.opname, i.argval)}
     maybe_unbound = assigned - {n for n in bound if n not in deleted_in(region)}
     if all(i.target is None for i in region):  # straight line: every store happens
         maybe_unbound = deleted_in(region)
@@ -376,7 +391,8 @@ def plan_loop_break(tx: InstructionTranslator, loop: tuple[int, int]) -> BreakPl
         live[target] = _reads(tx, target, names)
     entry_live = _reads(tx, start, set(bound))
     # A loop never pops below the stack it starts on; a call region pops its receiver.
-    kept = len(stack) - (decoded.instructions[start].opname == "LOAD_METHOD")
+    first = decoded.instructions[start]
+    kept = len(stack) - loads_method(first.opname, first.arg)
     return BreakPlan(
         decoded.instructions[start], stack, bound, tuple(exits), None, live, (start, end),
         entry_live, methods=_method_slots(tx, stack[:kept], None),
@@ -436,12 +452,12 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
     """The slot of a user function called by ``inst`` (its body is what broke)."""
     from bytegraph.variables.functions import UserFunctionVariable
 
-    if inst.opname == "CALL":
-        slot = len(stack) - inst.arg - 2
-        if isinstance(stack[slot], NullVariable):
+    if inst.opname in ("CALL", "CALL_KW"):  # CALL_KW (3.13) has the names on top
+        slot = len(stack) - inst.arg - 2 - (inst.opname == "CALL_KW")
+        if compat.NULL_BEFORE_CALLABLE and isinstance(stack[slot], NullVariable):
             slot += 1
     elif inst.opname == "CALL_FUNCTION_EX":
-        slot = len(stack) - 2 - (inst.arg & 1)
+        slot = len(stack) - 2 - (inst.arg & 1) - (not compat.NULL_BEFORE_CALLABLE)
     else:
         return None
     vt = stack[slot]
@@ -566,8 +582,7 @@ def emit_break(
         part = _python_part(tx, plan, ctx)
         args = [f"___break{i}" for i, v in enumerate(plan.stack) if not isinstance(v, NullVariable)]
         args += plan.needed_locals()
-        codegen.append(*assemble.push_null())
-        codegen.load_const(part)
+        codegen.load_callable(part)
         codegen.append(*(bc.Instr("LOAD_FAST", a) for a in args))
         codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
 
@@ -680,8 +695,8 @@ def _resume_call(
     """
     instrs: list[Any] = []
     for i in reversed(range(len(nulls))):
-        if nulls[i]:  # a NULL can only be consumed by a call: call a no-op on it
-            instrs += [bc.Instr("LOAD_CONST", _NOOP), *assemble.call(0), bc.Instr("POP_TOP")]
+        if nulls[i]:
+            instrs += assemble.discard_null()
         elif methods[i] is not None:
             instrs.append(bc.Instr("POP_TOP"))
         else:
@@ -690,7 +705,7 @@ def _resume_call(
         f"___stack{i}" if methods[i] is not None else f"___exit{i}"
         for i, null in enumerate(nulls) if not null
     ] + list(names)
-    instrs += [*assemble.push_null(), bc.Instr("LOAD_CONST", resume)]
+    instrs += assemble.with_null([bc.Instr("LOAD_CONST", resume)])
     instrs += [bc.Instr("LOAD_FAST", a) for a in args]
     instrs += [*assemble.call(len(args)), bc.Instr("RETURN_VALUE")]
     return instrs

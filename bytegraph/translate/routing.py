@@ -7,16 +7,20 @@ site asks a router for what to call, the way a frame hook would compile the
 callee's frame:
 
 1. ``call_sites(code)`` simulates the stack of ``code`` over every path,
-   recording for each slot the instruction that pushed it. At each CALL (3.11:
-   ``PRECALL n; CALL n``, the callable and a NULL below its ``n`` arguments)
-   and CALL_FUNCTION_EX, the instruction that pushed the callable is a site,
-   if every path agrees on it, the slot below is a known NULL, and the value
-   is never copied, merged with another or used but as that callable.
+   recording for each slot the instruction that pushed it. At each CALL
+   (CALL_KW, CALL_FUNCTION_EX), whose callable sits below its arguments with
+   a NULL slot beside it (below it before 3.13, above it from 3.13), the
+   instruction that pushed the callable is a site, if every path agrees on
+   it, the slot beside it is a known NULL, and the value is never copied,
+   merged with another or used but as that callable.
 2. ``rewrite_sites`` inserts ``route(callable)`` right after each site's
-   instruction: ``LOAD_CONST route; SWAP 2; PRECALL 0; CALL 0`` (``route`` in
-   the method slot, the callable as its argument). A LOAD_METHOD, which pushes
-   either [function, receiver] or [NULL, bound method], becomes
-   ``PUSH_NULL; SWAP 2; LOAD_ATTR name`` first (the same lookup, one layout).
+   instruction: ``LOAD_CONST route; SWAP 2; CALL 0`` (``route`` and the
+   callable as its one argument, the method layout of every version). A
+   method load (3.11's LOAD_METHOD, LOAD_ATTR with its method bit), which
+   pushes either a function and its receiver or a bound method and a NULL,
+   becomes a plain LOAD_ATTR and a PUSH_NULL first (the same lookup, one
+   layout); so does 3.13's LOAD_GLOBAL with its NULL bit, whose NULL lies
+   above the callable.
 3. At run time ``route`` (``bytegraph/runtime.py``) returns a compiled wrapper
    for a user function, method or nn.Module, and anything else as it is. Only
    the call sees the wrapper: the callable's identity is unchanged for every
@@ -37,9 +41,9 @@ from typing import Any
 
 import bytecode as bc
 
-from bytegraph.bytecode import compat
+from bytegraph.bytecode import assemble, compat
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
-from bytegraph.bytecode.stack_effects import STACK_EFFECTS
+from bytegraph.bytecode.stack_effects import FRAME_EXITS, STACK_EFFECTS, loads_method
 
 Slot = tuple[int, int] | None  # (index of the instruction that pushed it, which push), or unknown
 _CALLEE = "callee"  # a slot consumed as the callable of a call
@@ -47,7 +51,8 @@ _NULL = "null"  # a slot consumed as the NULL (or receiver) below a callable
 _OTHER = "other"
 
 _LOADS = frozenset({
-    "LOAD_FAST", "LOAD_CONST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME", "LOAD_CLASSDEREF",
+    "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_CONST", "LOAD_DEREF",
+    "LOAD_CLOSURE", "LOAD_NAME", "LOAD_CLASSDEREF",
     "PUSH_NULL", "LOAD_ASSERTION_ERROR", "LOAD_BUILD_CLASS",
 })
 # The instructions whose pushed value may be routed when it is a call's callable.
@@ -78,8 +83,11 @@ _PEEKS: dict[str, Callable[[int], tuple[int, int, int]]] = {
 }
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
 _POP_JUMPS = frozenset(name for name in dis.opmap if name.startswith("POP_JUMP_"))
-_ENDS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                   "JUMP_BACKWARD_NO_INTERRUPT"})
+_ENDS = FRAME_EXITS | {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
+# Which of a method load's two pushes is the callable, and which of CALL's two lowest
+# popped slots is the callable (the other is its NULL or receiver).
+_CALLABLE_PUSH = 1 if compat.NULL_BEFORE_CALLABLE else 0
+_CALLABLE_POP = 1 if compat.NULL_BEFORE_CALLABLE else 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,7 +96,7 @@ class CallSite:
 
     producer: int
     calls: tuple[int, ...]
-    method: bool  # a LOAD_METHOD, rewritten as a LOAD_ATTR first
+    method: bool  # a method load or 3.13's LOAD_GLOBAL with a NULL: rewritten first
 
 
 class _Unsure(Exception):
@@ -120,8 +128,8 @@ def call_sites(code: types.CodeType) -> tuple[CallSite, ...]:
     if cached is not None and cached[0] is code:
         return cached[1]
     sites: tuple[CallSite, ...] = ()
-    # The layouts below are 3.11's; a generator's own frame is left alone.
-    if compat.HAS_PRECALL and not code.co_flags & _GENERATOR_FLAGS:
+    # A generator's own frame is left alone.
+    if not code.co_flags & _GENERATOR_FLAGS:
         try:
             sites = _find_sites(decode(code))
         except _Unsure:
@@ -142,8 +150,12 @@ def _find_sites(decoded: DecodedCode) -> tuple[CallSite, ...]:
             continue
         calls = tuple(sorted(where for _, where in uses))
         below = {sim.calls[c][1] for c in calls}
-        if inst.opname == "LOAD_METHOD" and push == 1:
-            if below == {(producer, 0)} and {r for r, _ in sim.uses[(producer, 0)]} == {_NULL}:
+        if loads_method(inst.opname, inst.arg) or _global_with_null_above(inst):
+            other = (producer, 1 - _CALLABLE_PUSH)
+            if (
+                push == _CALLABLE_PUSH and below == {other}
+                and {r for r, _ in sim.uses[other]} == {_NULL}
+            ):
                 sites.append(CallSite(producer, calls, method=True))
         elif inst.opname in _PRODUCERS and push == _pushes(inst)[1] - 1:
             if all(_is_null(instructions, s) for s in below):
@@ -157,7 +169,13 @@ def _is_null(instructions: tuple[Instruction, ...], slot: Slot) -> bool:
     inst = instructions[slot[0]]
     if inst.opname == "PUSH_NULL":
         return True
-    return inst.opname == "LOAD_GLOBAL" and bool(inst.arg & 1) and slot[1] == 0
+    return inst.opname == "LOAD_GLOBAL" and bool(inst.arg & 1) and slot[1] == 1 - _CALLABLE_PUSH
+
+
+def _global_with_null_above(inst: Instruction) -> bool:
+    return (
+        not compat.NULL_BEFORE_CALLABLE and inst.opname == "LOAD_GLOBAL" and bool(inst.arg & 1)
+    )
 
 
 def _pushes(inst: Instruction) -> tuple[int, int]:
@@ -261,15 +279,11 @@ def _after(sim: _Simulation, inst: Instruction, state: tuple[Slot, ...]) -> tupl
         if pops > len(state):
             raise _Unsure
         popped = state[len(state) - pops:] if pops else ()
-        if name == "CALL":
-            sim.calls[index] = (popped[1], popped[0])
-            sim.use(popped[1], _CALLEE, index)
-            sim.use(popped[0], _NULL, index)
-            sim.forget(popped[2:], index)
-        elif name == "CALL_FUNCTION_EX":
-            sim.calls[index] = (popped[1], popped[0])
-            sim.use(popped[1], _CALLEE, index)
-            sim.use(popped[0], _NULL, index)
+        if name in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
+            callee, null = popped[_CALLABLE_POP], popped[1 - _CALLABLE_POP]
+            sim.calls[index] = (callee, null)
+            sim.use(callee, _CALLEE, index)
+            sim.use(null, _NULL, index)
             sim.forget(popped[2:], index)
         else:
             sim.forget(popped, index)
@@ -282,12 +296,10 @@ def _after(sim: _Simulation, inst: Instruction, state: tuple[Slot, ...]) -> tupl
 def route_instrs(route: Any, anchor: bc.Instr) -> list[bc.Instr]:
     """``route(TOS)``: the callable on top replaced by what ``route`` returns."""
     where = anchor.location
-    return [
-        bc.Instr("LOAD_CONST", route, location=where),
-        bc.Instr("SWAP", 2, location=where),
-        bc.Instr("PRECALL", 0, location=where),
-        bc.Instr("CALL", 0, location=where),
-    ]
+    instrs = [bc.Instr("LOAD_CONST", route), bc.Instr("SWAP", 2), *assemble.call(0)]
+    for instr in instrs:
+        instr.location = where
+    return instrs
 
 
 def rewrite_sites(body: list[Any], anchored: list[tuple[CallSite, bc.Instr]], route: Any) -> None:
@@ -296,15 +308,34 @@ def rewrite_sites(body: list[Any], anchored: list[tuple[CallSite, bc.Instr]], ro
     for _, instr in sorted(anchored, key=lambda p: where[id(p[1])], reverse=True):
         position = where[id(instr)]
         inserted = route_instrs(route, instr)
-        if instr.name == "LOAD_METHOD":
-            attr = bc.Instr("LOAD_ATTR", instr.arg, location=instr.location)
-            loc = instr.location
-            body[position : position + 1] = [
-                bc.Instr("PUSH_NULL", location=loc), bc.Instr("SWAP", 2, location=loc), attr,
-                *inserted,
-            ]
+        if instr.name in ("LOAD_METHOD", "LOAD_ATTR", "LOAD_GLOBAL") and _is_split(instr):
+            body[position : position + 1] = _split_load(instr, inserted)
         else:
             body[position + 1 : position + 1] = inserted
+
+
+def _is_split(instr: bc.Instr) -> bool:
+    """A load rewritten as a plain load of the callable plus the call's NULL slot."""
+    if instr.name == "LOAD_METHOD":
+        return True
+    if instr.name == "LOAD_ATTR":
+        return compat.LOAD_ATTR_METHOD_BIT and instr.arg[0]
+    return not compat.NULL_BEFORE_CALLABLE and instr.arg[0]  # LOAD_GLOBAL
+
+
+def _split_load(instr: bc.Instr, routed: list[bc.Instr]) -> list[bc.Instr]:
+    """``instr`` as a plain load, routed, with the NULL where this version's CALL wants it."""
+    name = instr.arg if instr.name == "LOAD_METHOD" else instr.arg[1]
+    if instr.name == "LOAD_GLOBAL":
+        plain = bc.Instr("LOAD_GLOBAL", (False, name))
+    else:
+        plain = assemble.load_attr(name)
+    null = bc.Instr("PUSH_NULL")
+    plain.location = null.location = instr.location
+    if compat.NULL_BEFORE_CALLABLE:  # the object is on the stack already: NULL below it
+        swap = bc.Instr("SWAP", 2, location=instr.location)
+        return [null, swap, plain, *routed]
+    return [plain, *routed, null]
 
 
 def instr_positions(decoded: DecodedCode, body: list[Any]) -> dict[int, int]:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-import bytecode as bc
-
+from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import Source
 
@@ -189,7 +188,7 @@ class BoundMethodVariable(VariableTracker):
             self.source.reconstruct(codegen)
             return
         codegen(self.receiver)
-        codegen.append(bc.Instr("LOAD_ATTR", self.name))
+        codegen.append(assemble.load_attr(self.name))
 
     def __repr__(self) -> str:
         return f"BoundMethodVariable({self.receiver!r}.{self.name})"

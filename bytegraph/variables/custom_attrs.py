@@ -53,8 +53,7 @@ class GenericAttrSource(ChildSource):
         return f"object.__getattribute__({self.base.expr()}, {self.attr!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(object.__getattribute__)
+        codegen.load_callable(object.__getattribute__)
         self.base.reconstruct(codegen)
         codegen.load_const(self.attr)
         codegen.append(*assemble.call(2))
@@ -68,8 +67,7 @@ class TypeSource(ChildSource):
         return f"type({self.base.expr()})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(type)
+        codegen.load_callable(type)
         self.base.reconstruct(codegen)
         codegen.append(*assemble.call(1))
 
@@ -84,8 +82,7 @@ class HasAttrSource(ChildSource):
         return f"hasattr({self.base.expr()}, {self.attr!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(hasattr)
+        codegen.load_callable(hasattr)
         self.base.reconstruct(codegen)
         codegen.load_const(self.attr)
         codegen.append(*assemble.call(2))

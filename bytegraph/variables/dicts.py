@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
+from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
@@ -123,7 +124,7 @@ class DictVariable(VariableTracker):
         """``source.clear(); source.update({...})``"""
         for method, arg in (("clear", None), ("update", items)):
             codegen(self)
-            codegen.append(bc.Instr("LOAD_METHOD", method))
+            codegen.append(assemble.load_method(method))
             if arg is not None:
                 self._build_plain(codegen, arg)
             codegen.append(*codegen.call_instrs(0 if arg is None else 1), bc.Instr("POP_TOP"))
@@ -294,4 +295,4 @@ class DictViewVariable(VariableTracker):
     def reconstruct(self, codegen: PyCodegen) -> None:
         """``base.kind()``: a view of the rebuilt (or original) dict."""
         codegen(self.base)
-        codegen.append(bc.Instr("LOAD_METHOD", self.kind), *codegen.call_instrs(0))
+        codegen.append(assemble.load_method(self.kind), *codegen.call_instrs(0))

@@ -40,8 +40,7 @@ class EnvironItemSource(Source):
         return f"__import__('os').environ.get({self.name!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(os.environ.get)
+        codegen.load_callable(os.environ.get)
         codegen.load_const(self.name)
         codegen.append(*assemble.call(1))
 

@@ -235,8 +235,7 @@ class ExceptionInstanceVariable(VariableTracker):
             if raised is None:
                 make()
                 return
-            codegen.append(*assemble.push_null())
-            codegen.load_const(with_traceback_at)
+            codegen.load_callable(with_traceback_at)
             make()
             codegen.load_const(raised.lineno or 0)
             codegen.append(*assemble.call(2))

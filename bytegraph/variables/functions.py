@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
+from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
@@ -265,7 +266,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
             codegen.append(bc.Instr("BUILD_TUPLE", len(self.closure)))
             flags |= 0x08
         codegen.load_const(self.fn_code)  # MAKE_FUNCTION pops the code object first
-        codegen.append(bc.Instr("MAKE_FUNCTION", flags))
+        codegen.append(*assemble.make_function(flags))
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.qualname})"

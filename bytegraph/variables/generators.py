@@ -50,6 +50,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
@@ -103,7 +104,7 @@ class SuspendedFrame:
         if not self.paused():
             return False
         child = self.translator
-        return child.decoded.handler_for(child.instruction_pointer - 1) is not None
+        return child.decoded.runs_code_on_error(child.instruction_pointer - 1)
 
     def delegate(self) -> VariableTracker | None:
         """The iterator a paused ``yield from`` delegates to (CPython's ``_PyGen_yf``)."""
@@ -334,7 +335,8 @@ class GeneratorVariable(IteratorVariable):
             frame.running = False
         if raised is None and not isinstance(result, Returned):
             return result
-        child.pop()  # the sub-generator
+        if not compat.SEND_KEEPS_RECEIVER:  # 3.12+: END_SEND, at the target, drops it
+            child.pop()  # the sub-generator
         if raised is not None:
             return self._run(tx, self._raise_in_frame(raised, send.target - 1))
 

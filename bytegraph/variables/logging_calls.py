@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from bytegraph import config
+from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import TOP_SCOPE
 from bytegraph.variables.base import VariableTracker
@@ -117,13 +118,12 @@ class DeferredLogCallVariable(VariableTracker):
 
     def load_callable(self, codegen: Any) -> None:
         """Leave the callable on the stack: ``print``, or ``logger.name`` (bound now)."""
-        import bytecode as bc
 
         if self.receiver is None:
             codegen.load_const(print)
             return
         codegen(self.receiver)
-        codegen.append(bc.Instr("LOAD_ATTR", self.name))
+        codegen.append(assemble.load_attr(self.name))
 
     def __repr__(self) -> str:
         return "DeferredLogCallVariable(print)" if self.receiver is None else (

@@ -88,7 +88,7 @@ def _raised_here(child: Any, error: Unsupported) -> type[BaseException] | None:
     from bytegraph.variables.user_defined import MissingAttribute
 
     inst = child.current_inst
-    if inst is None or child.decoded.handler_for(inst.index) is not None:
+    if inst is None or child.decoded.runs_code_on_error(inst.index):
         return None
     context = error.__context__
     if isinstance(context, MissingAttribute) and not context.frames:

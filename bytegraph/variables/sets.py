@@ -60,8 +60,7 @@ class SetElementsSource(Source):
         return self.base.root
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(tuple)
+        codegen.load_callable(tuple)
         self.base.reconstruct(codegen)
         codegen.append(*assemble.call(1))
 

@@ -77,8 +77,7 @@ class MappingItemSource(ChildSource):
         return f"dict.__getitem__({self.base.expr()}, {const_expr(self.key)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(dict.__getitem__)
+        codegen.load_callable(dict.__getitem__)
         self.base.reconstruct(codegen)
         codegen.load_const(self.key)
         codegen.append(*assemble.call(2))
@@ -211,8 +210,7 @@ class UserDictObjectVariable(UserDefinedObjectVariable):
 
     @staticmethod
     def _emit_call(codegen: PyCodegen, fn: Any, temp: str, args: list[VariableTracker]) -> None:
-        codegen.append(*assemble.push_null())
-        codegen.load_const(fn)
+        codegen.load_callable(fn)
         codegen.append(bc.Instr("LOAD_FAST", temp))
         for arg in args:
             codegen(arg)

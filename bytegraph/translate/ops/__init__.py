@@ -8,6 +8,7 @@ from bytegraph.translate.ops import (  # noqa: F401
     control,
     exceptions,
     functions,
+    intrinsics,
     iter,
     match,
     names,

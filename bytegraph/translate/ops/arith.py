@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from bytegraph.translate.ops.build import build_slice
 from bytegraph.translate.ops.exceptions import vet_operator, vet_subscript
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
@@ -65,7 +66,7 @@ def _unary(fn: object):
     return unary
 
 
-UNARY_POSITIVE = handler("UNARY_POSITIVE")(_unary(operator.pos))
+UNARY_POSITIVE = handler("UNARY_POSITIVE", max_ver=(3, 11))(_unary(operator.pos))
 UNARY_NEGATIVE = handler("UNARY_NEGATIVE")(_unary(operator.neg))
 UNARY_INVERT = handler("UNARY_INVERT")(_unary(operator.invert))
 UNARY_NOT = handler("UNARY_NOT")(_unary(operator.not_))
@@ -96,11 +97,27 @@ def CONTAINS_OP(tx: Tx, inst: Instruction) -> None:
     tx.push(apply_operator(tx, operator.not_, result) if inst.arg else result)
 
 
+@handler("TO_BOOL", min_ver=(3, 13))
+def TO_BOOL(tx: Tx, inst: Instruction) -> None:
+    """(value -- bool(value)): 3.13's conditional jumps and ``not`` take exact bools."""
+    tx.push(_operate(tx, bool, tx.pop()))
+
+
 @handler("BINARY_SUBSCR")
 def BINARY_SUBSCR(tx: Tx, inst: Instruction) -> None:
     """(container index -- container[index])"""
     index = tx.pop()
-    container = tx.pop()
+    _subscript(tx, tx.pop(), index)
+
+
+@handler("BINARY_SLICE", min_ver=(3, 12))
+def BINARY_SLICE(tx: Tx, inst: Instruction) -> None:
+    """(container start stop -- container[start:stop])"""
+    stop, start = tx.pop(), tx.pop()
+    _subscript(tx, tx.pop(), build_slice([start, stop]))
+
+
+def _subscript(tx: Tx, container: VariableTracker, index: VariableTracker) -> None:
     try:
         result = apply_operator(tx, operator.getitem, container, index)
     except ObservedRaise as error:

@@ -20,6 +20,7 @@ from bytegraph.variables.symbolic import SymIntVariable, SymSliceVariable
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+    from bytegraph.variables.base import VariableTracker
 
 NEW_VALUE = ValueMutationNew(1)
 
@@ -55,13 +56,16 @@ def BUILD_CONST_KEY_MAP(tx: Tx, inst: Instruction) -> None:
 @handler("BUILD_SLICE")
 def BUILD_SLICE(tx: Tx, inst: Instruction) -> None:
     """(start stop [step] -- slice)"""
-    parts = tx.popn(inst.arg)
+    tx.push(build_slice(tx.popn(inst.arg)))
+
+
+def build_slice(parts: list[VariableTracker]) -> VariableTracker:
+    """``slice(*parts)``: a constant, or symbolic where a bound is a symbolic size."""
     if any(isinstance(p, SymIntVariable) for p in parts):
-        tx.push(SymSliceVariable(tuple(parts)))
-        return
+        return SymSliceVariable(tuple(parts))
     if not all(p.is_python_constant() for p in parts):
         raise Unsupported("not_a_constant", "slice bounds that are not constants")
-    tx.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
+    return ConstantVariable(slice(*(p.as_python_constant() for p in parts)))
 
 
 @handler("BUILD_SET")
@@ -154,10 +158,14 @@ def LIST_EXTEND(tx: Tx, inst: Instruction) -> None:
     tx.stack[-inst.arg].call_method(tx, "extend", [iterable], {})
 
 
-@handler("LIST_TO_TUPLE")
+@handler("LIST_TO_TUPLE", max_ver=(3, 11))  # CALL_INTRINSIC_1 on 3.12+ (ops/intrinsics.py)
 def LIST_TO_TUPLE(tx: Tx, inst: Instruction) -> None:
     """(list -- tuple)"""
-    tx.push(TupleVariable(tuple(tx.pop().unpack_sequence(tx))))
+    tx.push(list_to_tuple(tx, tx.pop()))
+
+
+def list_to_tuple(tx: Tx, value: VariableTracker) -> VariableTracker:
+    return TupleVariable(tuple(value.unpack_sequence(tx)))
 
 
 @handler("DICT_UPDATE")
@@ -184,15 +192,37 @@ def DICT_MERGE(tx: Tx, inst: Instruction) -> None:
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 
-@handler("FORMAT_VALUE")
+@handler("FORMAT_VALUE", max_ver=(3, 12))
 def FORMAT_VALUE(tx: Tx, inst: Instruction) -> None:
     """([value | value spec] -- str): one ``{value!r:spec}`` of an f-string."""
     spec = tx.pop() if inst.arg & 0x04 else ConstantVariable("")
-    value = tx.pop()
-    conversion = _CONVERSIONS[inst.arg & 0x03]
-    if conversion is not None:
-        value = call(tx, conversion, value)
+    value = _convert(tx, tx.pop(), inst.arg & 0x03)
     tx.push(call(tx, format, value, spec))
+
+
+def _convert(tx: Tx, value: VariableTracker, conversion: int) -> VariableTracker:
+    """``!s``, ``!r``, ``!a`` of an f-string field (0: none)."""
+    fn = _CONVERSIONS[conversion]
+    return value if fn is None else call(tx, fn, value)
+
+
+@handler("CONVERT_VALUE", min_ver=(3, 13))
+def CONVERT_VALUE(tx: Tx, inst: Instruction) -> None:
+    """(value -- str(value) | repr(value) | ascii(value))"""
+    tx.push(_convert(tx, tx.pop(), inst.arg))
+
+
+@handler("FORMAT_SIMPLE", min_ver=(3, 13))
+def FORMAT_SIMPLE(tx: Tx, inst: Instruction) -> None:
+    """(value -- format(value))"""
+    tx.push(call(tx, format, tx.pop(), ConstantVariable("")))
+
+
+@handler("FORMAT_WITH_SPEC", min_ver=(3, 13))
+def FORMAT_WITH_SPEC(tx: Tx, inst: Instruction) -> None:
+    """(value spec -- format(value, spec))"""
+    spec = tx.pop()
+    tx.push(call(tx, format, tx.pop(), spec))
 
 
 @handler("BUILD_STRING")

@@ -1,9 +1,13 @@
-"""Calls: KW_NAMES and CALL (3.11's PRECALL is a no-op in ops/stack.py)."""
+"""Calls: CALL with KW_NAMES (3.11, 3.12) or CALL_KW (3.13), and CALL_FUNCTION_EX.
+
+3.11's PRECALL is a no-op in ops/stack.py.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
 from bytegraph.translate.ops.exceptions import vet_call
 from bytegraph.translate.registry import handler
@@ -16,7 +20,7 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 
-@handler("KW_NAMES")
+@handler("KW_NAMES", max_ver=(3, 12))
 def KW_NAMES(tx: Tx, inst: Instruction) -> None:
     """( -- ): names the trailing arguments of the next CALL as keywords."""
     tx.kw_names = tx.code.co_consts[inst.arg]
@@ -24,15 +28,28 @@ def KW_NAMES(tx: Tx, inst: Instruction) -> None:
 
 @handler("CALL")
 def CALL(tx: Tx, inst: Instruction) -> None:
-    """(NULL|method callable|self args*n -- result)"""
-    args = tx.popn(inst.arg)
-    callable_or_self = tx.pop()
-    null_or_method = tx.pop()
-    if isinstance(null_or_method, NullVariable):
-        fn = callable_or_self
-    else:
-        fn, args = null_or_method, [callable_or_self, *args]
+    """(NULL callable args*n -- result) or (method self args*n -- result);
+    3.13: (callable NULL args*n -- result) or (method self args*n -- result)."""
     kw_names, tx.kw_names = tx.kw_names, ()
+    _call_from_stack(tx, inst.arg, kw_names)
+
+
+@handler("CALL_KW", min_ver=(3, 13))
+def CALL_KW(tx: Tx, inst: Instruction) -> None:
+    """(callable self_or_null args*n names -- result): the last len(names) are keywords."""
+    names = tx.pop()
+    _call_from_stack(tx, inst.arg, tuple(names.as_python_constant()))
+
+
+def _call_from_stack(tx: Tx, nargs: int, kw_names: tuple[str, ...]) -> None:
+    args = tx.popn(nargs)
+    upper = tx.pop()
+    lower = tx.pop()
+    null_slot, other = (lower, upper) if compat.NULL_BEFORE_CALLABLE else (upper, lower)
+    if isinstance(null_slot, NullVariable):
+        fn = other
+    else:  # a method and its receiver, in CPython's order
+        fn, args = lower, [upper, *args]
     split = len(args) - len(kw_names)
     kwargs = dict(zip(kw_names, args[split:]))
     tx.push(_call(tx, fn, args[:split], kwargs))
@@ -51,11 +68,13 @@ def _call(
 
 @handler("CALL_FUNCTION_EX")
 def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
-    """(NULL callable args_tuple [kwargs_dict] -- result): ``f(*args, **kwargs)``."""
+    """(NULL callable args_tuple [kwargs_dict] -- result): ``f(*args, **kwargs)``;
+    3.13: (callable NULL args_tuple [kwargs_dict] -- result)."""
     kwargs_vt = tx.pop() if inst.arg & 0x01 else None
     args_vt = tx.pop()
-    fn = tx.pop()
-    null = tx.pop()
+    fn, null = tx.pop(), tx.pop()
+    if not compat.NULL_BEFORE_CALLABLE:
+        fn, null = null, fn
     if not isinstance(null, NullVariable):  # 3.11 keeps a NULL slot below the callable
         raise Unsupported("opcode_unsupported", "CALL_FUNCTION_EX without its NULL")
     kwargs: dict[str, VariableTracker] = {}

@@ -79,4 +79,6 @@ unsupported_opcode("BEFORE_ASYNC_WITH", "async with: coroutines are not traced")
 
 # Raising and catching: translate/ops/exceptions.py.
 unsupported_opcode("CHECK_EG_MATCH", "except*: exception groups are not traced")
-unsupported_opcode("PREP_RERAISE_STAR", "except*: exception groups are not traced")
+unsupported_opcode(
+    "PREP_RERAISE_STAR", "except*: exception groups are not traced", max_ver=(3, 11)
+)

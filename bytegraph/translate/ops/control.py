@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
+from bytegraph.variables.builder import wrap_constant_result
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
 
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
 def RETURN_VALUE(tx: Tx, inst: Instruction) -> None:
     """(value -- ): ends the frame."""
     tx.return_value = tx.pop()
+    tx.instruction_pointer = None
+
+
+@handler("RETURN_CONST", min_ver=(3, 12))
+def RETURN_CONST(tx: Tx, inst: Instruction) -> None:
+    """( -- ): ``return`` of a constant."""
+    tx.return_value = wrap_constant_result(inst.argval)
     tx.instruction_pointer = None
 
 
@@ -49,6 +57,10 @@ _if_false = _pop_jump(lambda tx, v: not v.truth(tx))
 _if_none = _pop_jump(_is_none)
 _if_not_none = _pop_jump(lambda tx, v: not _is_none(tx, v))
 
+handler("POP_JUMP_IF_TRUE", min_ver=(3, 12))(_if_true)
+handler("POP_JUMP_IF_FALSE", min_ver=(3, 12))(_if_false)
+handler("POP_JUMP_IF_NONE", min_ver=(3, 12))(_if_none)
+handler("POP_JUMP_IF_NOT_NONE", min_ver=(3, 12))(_if_not_none)
 for _direction in ("FORWARD", "BACKWARD"):
     handler(f"POP_JUMP_{_direction}_IF_TRUE", max_ver=(3, 11))(_if_true)
     handler(f"POP_JUMP_{_direction}_IF_FALSE", max_ver=(3, 11))(_if_false)

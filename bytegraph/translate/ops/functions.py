@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
+from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.translate.ops.exceptions import vet_iteration
@@ -11,7 +13,7 @@ from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import AttributeMutationNew
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import IteratorVariable
-from bytegraph.variables.exceptions import ObservedRaise
+from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRaise
 from bytegraph.variables.functions import NestedFunctionVariable, new_cell
 from bytegraph.variables.generators import GeneratorVariable, Returned
 
@@ -25,18 +27,35 @@ NEW_FUNCTION = AttributeMutationNew(1)
 
 @handler("MAKE_FUNCTION")
 def MAKE_FUNCTION(tx: Tx, inst: Instruction) -> None:
-    """([defaults] [kwdefaults] [annotations] [closure] code -- function)"""
+    """([defaults] [kwdefaults] [annotations] [closure] code -- function);
+    3.13: (code -- function), and SET_FUNCTION_ATTRIBUTE adds each of the others."""
     code = tx.pop().as_python_constant()
-    closure = tx.pop().unpack_sequence(tx) if inst.arg & 0x08 else ()
-    if inst.arg & 0x04:
+    flags = inst.arg if compat.MAKE_FUNCTION_HAS_FLAGS else 0
+    closure = tx.pop().unpack_sequence(tx) if flags & 0x08 else ()
+    if flags & 0x04:
         tx.pop()  # annotations do not change what the function computes
-    kwdefaults = tx.pop() if inst.arg & 0x02 else None
-    defaults = tx.pop() if inst.arg & 0x01 else None
+    kwdefaults = tx.pop() if flags & 0x02 else None
+    defaults = tx.pop() if flags & 0x01 else None
     # An identity: rebuilt once however often it is loaded (a closure over the same cells).
     tx.push(NestedFunctionVariable(
         code, tx.f_globals, code.co_qualname, defaults, kwdefaults, tuple(closure),
         mutation_type=NEW_FUNCTION,
     ))
+
+
+@handler("SET_FUNCTION_ATTRIBUTE", min_ver=(3, 13))
+def SET_FUNCTION_ATTRIBUTE(tx: Tx, inst: Instruction) -> None:
+    """(value function -- function): one of MAKE_FUNCTION's flags, set on the new function."""
+    function = tx.pop()
+    value = tx.pop()
+    if inst.arg == 0x08:
+        function = dataclasses.replace(function, closure=tuple(value.unpack_sequence(tx)))
+    elif inst.arg == 0x02:
+        function = dataclasses.replace(function, kwdefaults_dict=value)
+    elif inst.arg == 0x01:
+        function = dataclasses.replace(function, defaults_tuple=value)
+    # 0x04, annotations: they do not change what the function computes
+    tx.push(function)
 
 
 @handler("MAKE_CELL")
@@ -54,7 +73,7 @@ def COPY_FREE_VARS(tx: Tx, inst: Instruction) -> None:
     """( -- ): the translator set up the free variables' cells already."""
 
 
-@handler("LOAD_CLOSURE")
+@handler("LOAD_CLOSURE", max_ver=(3, 12))  # 3.13 loads a cell with LOAD_FAST
 def LOAD_CLOSURE(tx: Tx, inst: Instruction) -> None:
     """( -- cell)"""
     tx.push(tx.cells[inst.argval])
@@ -110,8 +129,33 @@ def SEND(tx: Tx, inst: Instruction) -> None:
     if not isinstance(item, Returned):
         tx.push(item)
         return
-    tx.stack[-1] = item.value
+    if compat.SEND_KEEPS_RECEIVER:  # END_SEND, at the target, drops the receiver
+        tx.push(item.value)
+    else:
+        tx.stack[-1] = item.value
     tx.jump(inst.target)
+
+
+@handler("CLEANUP_THROW", min_ver=(3, 12))
+def CLEANUP_THROW(tx: Tx, inst: Instruction) -> None:
+    """(receiver last_sent exc -- None value): a ``throw()`` into ``yield from`` whose
+    receiver returned (StopIteration) gives the return value; anything else re-raises."""
+    exc = tx.pop()
+    if not isinstance(exc, ExceptionInstanceVariable):
+        raise Unsupported("exception_value", f"CLEANUP_THROW of {exc}")
+    if not issubclass(exc.exc_type, StopIteration):
+        raise ObservedRaise(exc, vetted=tx)
+    tx.popn(2)
+    tx.push(ConstantVariable(None))
+    tx.push(exc.var_getattr(tx, "value"))
+
+
+@handler("END_SEND", min_ver=(3, 12))
+def END_SEND(tx: Tx, inst: Instruction) -> None:
+    """(receiver value -- value)"""
+    value = tx.pop()
+    tx.pop()
+    tx.push(value)
 
 
 def _send(tx: Tx, receiver: IteratorVariable, value: VariableTracker) -> VariableTracker | Returned:
@@ -129,7 +173,8 @@ def _require_generator(tx: Tx) -> None:
         raise Unsupported("generator_frame", "a generator frame compiled directly")
 
 
-unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced")
+unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced", max_ver=(3, 11))
+unsupported_opcode("LOAD_FROM_DICT_OR_DEREF", "class bodies are not traced", min_ver=(3, 12))
 unsupported_opcode("LOAD_BUILD_CLASS", "a class statement runs a class body: not traced")
 unsupported_opcode("GET_AWAITABLE", "await: coroutines are not traced")
-unsupported_opcode("ASYNC_GEN_WRAP", "async generators are not traced")
+unsupported_opcode("ASYNC_GEN_WRAP", "async generators are not traced", max_ver=(3, 11))

@@ -38,7 +38,7 @@ def FOR_ITER(tx: Tx, inst: Instruction) -> None:
     except ObservedRaise as error:  # what a generator raised passes through the loop
         vet_iteration(tx, error, stop_iteration=False)
         raise
-    if item is None:
+    if item is None:  # the target is where CPython lands (past END_FOR on 3.12+)
         tx.pop()
         tx.jump(inst.target)
     else:

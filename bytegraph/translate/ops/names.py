@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
+from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource, Source
 from bytegraph.translate.ops.exceptions import getattr_raising, vet_attribute
 from bytegraph.translate.registry import handler, unsupported_opcode
-from bytegraph.variables.base import NULL, VariableTracker
+from bytegraph.variables.base import NULL, NullVariable, VariableTracker
 from bytegraph.variables.builder import wrap, wrap_constant_result
 from bytegraph.variables.exceptions import ObservedRaise
 
@@ -25,16 +26,66 @@ if TYPE_CHECKING:
 
 
 @handler("LOAD_FAST")
+@handler("LOAD_FAST_CHECK", min_ver=(3, 12))  # raises UnboundLocalError: so does LOAD_FAST here
 def LOAD_FAST(tx: Tx, inst: Instruction) -> None:
     """( -- value)"""
-    vt = tx.symbolic_locals.get(inst.argval)
-    tx.push(vt if vt is not None else tx.realize_local(inst.argval))
+    tx.push(_load_fast(tx, inst.argval))
+
+
+def _load_fast(tx: Tx, name: str) -> VariableTracker:
+    if not compat.HAS_LOAD_CLOSURE and name in tx.cells:  # 3.13: a closure's cell
+        return tx.cells[name]
+    vt = tx.symbolic_locals.get(name)
+    return vt if vt is not None else tx.realize_local(name)
 
 
 @handler("STORE_FAST")
 def STORE_FAST(tx: Tx, inst: Instruction) -> None:
-    """(value -- )"""
-    tx.symbolic_locals[inst.argval] = tx.pop()
+    """(value -- ); a NULL (from LOAD_FAST_AND_CLEAR) unbinds the local again."""
+    _store_fast(tx, inst.argval, tx.pop())
+
+
+def _store_fast(tx: Tx, name: str, value: VariableTracker) -> None:
+    if isinstance(value, NullVariable):
+        tx.symbolic_locals.pop(name, None)
+        tx.frame_values.pop(name, None)
+    else:
+        tx.symbolic_locals[name] = value
+
+
+@handler("LOAD_FAST_AND_CLEAR", min_ver=(3, 12))
+def LOAD_FAST_AND_CLEAR(tx: Tx, inst: Instruction) -> None:
+    """( -- value or NULL): an inlined comprehension saves the local its variable shadows
+    and unbinds it; a STORE_FAST after the comprehension puts it back."""
+    name = inst.argval
+    bound = name in tx.symbolic_locals or name in tx.frame_values
+    tx.push(_load_fast(tx, name) if bound else NULL)
+    tx.symbolic_locals.pop(name, None)
+    tx.frame_values.pop(name, None)
+
+
+@handler("LOAD_FAST_LOAD_FAST", min_ver=(3, 13))
+def LOAD_FAST_LOAD_FAST(tx: Tx, inst: Instruction) -> None:
+    """( -- first second)"""
+    first, second = inst.argval
+    tx.push(_load_fast(tx, first))
+    tx.push(_load_fast(tx, second))
+
+
+@handler("STORE_FAST_LOAD_FAST", min_ver=(3, 13))
+def STORE_FAST_LOAD_FAST(tx: Tx, inst: Instruction) -> None:
+    """(value -- loaded)"""
+    stored, loaded = inst.argval
+    _store_fast(tx, stored, tx.pop())
+    tx.push(_load_fast(tx, loaded))
+
+
+@handler("STORE_FAST_STORE_FAST", min_ver=(3, 13))
+def STORE_FAST_STORE_FAST(tx: Tx, inst: Instruction) -> None:
+    """(second first -- ): the top goes to the first name."""
+    first, second = inst.argval
+    _store_fast(tx, first, tx.pop())
+    _store_fast(tx, second, tx.pop())
 
 
 @handler("DELETE_FAST")
@@ -92,10 +143,18 @@ def global_source(tx: Tx, name: str) -> GlobalSource | ModuleGlobalSource:
 
 @handler("LOAD_GLOBAL")
 def LOAD_GLOBAL(tx: Tx, inst: Instruction) -> None:
-    """( -- [NULL] value); the low oparg bit asks for the NULL."""
-    if inst.arg & 1:
+    """( -- [NULL] value), 3.13: ( -- value [NULL]); the low oparg bit asks for the NULL."""
+    value = load_global(tx, inst.argval)
+    _push_callable(tx, value, with_null=bool(inst.arg & 1))
+
+
+def _push_callable(tx: Tx, value: VariableTracker, *, with_null: bool) -> None:
+    """``value`` and, for a call, the NULL slot: below it before 3.13, above it after."""
+    if with_null and compat.NULL_BEFORE_CALLABLE:
         tx.push(NULL)
-    tx.push(load_global(tx, inst.argval))
+    tx.push(value)
+    if with_null and not compat.NULL_BEFORE_CALLABLE:
+        tx.push(NULL)
 
 
 def _load_attr(tx: Tx, obj: VariableTracker, name: str) -> VariableTracker:
@@ -109,22 +168,35 @@ def _load_attr(tx: Tx, obj: VariableTracker, name: str) -> VariableTracker:
 
 @handler("LOAD_ATTR")
 def LOAD_ATTR(tx: Tx, inst: Instruction) -> None:
-    """(obj -- obj.name)"""
-    tx.push(_load_attr(tx, tx.pop(), inst.argval))
+    """(obj -- obj.name); 3.12+ with the low oparg bit, 3.11's LOAD_METHOD."""
+    is_method = compat.LOAD_ATTR_METHOD_BIT and inst.arg & 1
+    _push_callable(tx, _load_attr(tx, tx.pop(), inst.argval), with_null=bool(is_method))
 
 
-@handler("LOAD_METHOD")
+@handler("LOAD_METHOD", max_ver=(3, 11))
 def LOAD_METHOD(tx: Tx, inst: Instruction) -> None:
     """(obj -- NULL bound_method); CALL then sees a plain callable."""
-    method = _load_attr(tx, tx.pop(), inst.argval)
-    tx.push(NULL)
-    tx.push(method)
+    _push_callable(tx, _load_attr(tx, tx.pop(), inst.argval), with_null=True)
+
+
+@handler("LOAD_SUPER_ATTR", min_ver=(3, 12))
+def LOAD_SUPER_ATTR(tx: Tx, inst: Instruction) -> None:
+    """(super class self -- [NULL] attr): ``super().name``, with the two-argument
+    form when the oparg's second bit is set, the method form with its low bit."""
+    receiver, cls, global_super = tx.pop(), tx.pop(), tx.pop()
+    args = [cls, receiver] if inst.arg & 2 else []
+    proxy = global_super.call_function(tx, args, {})
+    _push_callable(tx, _load_attr(tx, proxy, inst.argval), with_null=bool(inst.arg & 1))
 
 
 _MODULE_BODIES = "module and class bodies use it; functions use FAST, GLOBAL and DEREF names"
 for _opname in ("LOAD_NAME", "STORE_NAME", "DELETE_NAME", "SETUP_ANNOTATIONS"):
     unsupported_opcode(_opname, _MODULE_BODIES)
-unsupported_opcode("IMPORT_STAR", "from m import * is legal only in module bodies")
+unsupported_opcode(
+    "IMPORT_STAR", "from m import * is legal only in module bodies", max_ver=(3, 11)
+)
+for _opname in ("LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS"):
+    unsupported_opcode(_opname, "class bodies and annotation scopes use it", min_ver=(3, 12))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

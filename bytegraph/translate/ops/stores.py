@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
+from bytegraph.translate.ops.build import build_slice
 from bytegraph.translate.ops.exceptions import vet_item_method
 from bytegraph.translate.ops.names import global_source
 from bytegraph.translate.registry import handler
@@ -76,8 +77,19 @@ def DELETE_GLOBAL(tx: Tx, inst: Instruction) -> None:
 def STORE_SUBSCR(tx: Tx, inst: Instruction) -> None:
     """(value container index -- ): ``container[index] = value``"""
     index = tx.pop()
-    container = tx.pop()
-    value = tx.pop()
+    _store_subscript(tx, tx.pop(), index, tx.pop())
+
+
+@handler("STORE_SLICE", min_ver=(3, 12))
+def STORE_SLICE(tx: Tx, inst: Instruction) -> None:
+    """(value container start stop -- ): ``container[start:stop] = value``"""
+    stop, start = tx.pop(), tx.pop()
+    _store_subscript(tx, tx.pop(), build_slice([start, stop]), tx.pop())
+
+
+def _store_subscript(
+    tx: Tx, container: VariableTracker, index: VariableTracker, value: VariableTracker
+) -> None:
     if isinstance(container, TensorVariable):
         tensor_op(tx, "call_function", operator.setitem, [container, index, value], {})
         return
