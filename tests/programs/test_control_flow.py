@@ -12,7 +12,6 @@ the corpus really contains each of 3.11's jump instructions.
 from __future__ import annotations
 
 import dis
-
 import types
 
 import pytest
