@@ -2,12 +2,16 @@
 
 Covers ``assemble`` (signature, defaults, keyword-only and variadic arguments,
 free variables through COPY_FREE_VARS and LOAD_DEREF/STORE_DEREF, names,
-generator flags dropped, arbitrary constants) and the ``call``/``push_null``
-helpers, by running the assembled functions and comparing with the template.
+generator flags dropped, arbitrary constants) and the helpers whose
+instructions differ between 3.11, 3.12 and 3.13 (``call``, ``push_null``,
+``with_null``, ``discard_null``, ``load_attr``, ``load_method``,
+``make_function``, ``load_cell``), by running the assembled functions and
+comparing with the template or with plain Python.
 """
 
 from __future__ import annotations
 
+import dis
 import inspect
 import types
 from collections.abc import Callable, Sequence
@@ -17,7 +21,20 @@ import bytecode as bc
 import pytest
 
 from bytegraph.bytecode import compat
-from bytegraph.bytecode.assemble import assemble, call, prologue, push_null
+from bytegraph.bytecode.assemble import (
+    assemble,
+    call,
+    discard_null,
+    load_attr,
+    load_cell,
+    load_method,
+    prologue,
+    push_null,
+    with_null,
+)
+from bytegraph.bytecode.assemble import (
+    make_function as make_function_instrs,
+)
 from bytegraph.bytecode.instructions import decode
 
 
@@ -223,8 +240,9 @@ def test_branches_with_labels() -> None:
         bc.Instr("LOAD_FAST", "x"),
         bc.Instr("LOAD_CONST", 0),
         bc.Instr("COMPARE_OP", bc.Compare.LT),
-        bc.Instr("POP_JUMP_FORWARD_IF_TRUE" if compat.HAS_PRECALL else "POP_JUMP_IF_TRUE",
-                 negative),
+        # 3.11's forward jumps have their own opcodes; 3.12+ has one per condition.
+        bc.Instr("POP_JUMP_FORWARD_IF_TRUE" if "POP_JUMP_FORWARD_IF_TRUE" in dis.opmap
+                 else "POP_JUMP_IF_TRUE", negative),
         bc.Instr("LOAD_FAST", "x"),
         bc.Instr("RETURN_VALUE"),
         negative,
@@ -237,3 +255,86 @@ def test_branches_with_labels() -> None:
     decoded = decode(fn.__code__)
     (jump,) = [inst for inst in decoded.instructions if inst.target is not None]
     assert decoded.instructions[jump.target - 1].opname == "RETURN_VALUE"
+
+
+def test_with_null_puts_the_null_where_this_version_calls_from() -> None:
+    load = [bc.Instr("LOAD_CONST", helper)]
+    names = [inst.name for inst in with_null(load)]
+    null_first = ["PUSH_NULL", "LOAD_CONST"]
+    assert names == (null_first if compat.NULL_BEFORE_CALLABLE else null_first[::-1])
+    body = [*with_null(load), bc.Instr("LOAD_FAST", "x"), *call(1), bc.Instr("RETURN_VALUE")]
+    assert make_function(template_plain, body)(5) == helper(5)
+
+
+def test_discard_null_leaves_the_stack_as_it_was() -> None:
+    # x stays under the NULL; dropping the NULL must leave x on top.
+    body = [
+        bc.Instr("LOAD_FAST", "x"),
+        *push_null(),
+        *discard_null(),
+        bc.Instr("RETURN_VALUE"),
+    ]
+    fn = make_function(template_plain, body)
+    assert fn(7) == 7
+
+
+def template_obj(x: Any) -> Any:
+    return x
+
+
+@pytest.mark.parametrize("value", ["abc", 3 + 4j])
+def test_load_attr_and_load_method(value: Any) -> None:
+    name = "upper" if isinstance(value, str) else "conjugate"
+    # ``x.name`` (the bound method itself) and ``x.name()``.
+    attr = make_function(
+        template_obj, [bc.Instr("LOAD_FAST", "x"), load_attr(name), bc.Instr("RETURN_VALUE")]
+    )
+    assert attr(value) == getattr(value, name)
+    called = make_function(
+        template_obj,
+        [bc.Instr("LOAD_FAST", "x"), load_method(name), *call(0), bc.Instr("RETURN_VALUE")],
+    )
+    assert called(value) == getattr(value, name)()
+    # 3.12+ has no LOAD_METHOD: LOAD_ATTR's low bit asks for the method form.
+    method_form = load_method(name)
+    if compat.LOAD_ATTR_METHOD_BIT:
+        assert (method_form.name, method_form.arg) == ("LOAD_ATTR", (True, name))
+    else:
+        assert method_form.name == "LOAD_METHOD"
+        assert load_attr(name).name == "LOAD_ATTR"
+
+
+def make_inner_code() -> types.CodeType:
+    """A code object with one free variable ``k`` and a default for ``y``."""
+    k = 0
+
+    def inner(y: int = 0) -> tuple[int, int]:
+        return (y, k)
+
+    return inner.__code__
+
+
+def test_make_function_with_defaults_and_closure() -> None:
+    # The template's own free variable k becomes the new function's closure.
+    template = make_closure_template()
+    inner = make_inner_code()
+    body = [
+        bc.Instr("LOAD_CONST", (5,)),  # 0x01: defaults
+        load_cell(bc.FreeVar("k")),
+        bc.Instr("BUILD_TUPLE", 1),  # 0x08: closure
+        bc.Instr("LOAD_CONST", inner),
+        *make_function_instrs(0x01 | 0x08),
+        bc.Instr("RETURN_VALUE"),
+    ]
+    made = make_function(template, body)(0)
+    assert isinstance(made, types.FunctionType)
+    assert made() == (5, 7) and made(1) == (1, 7)
+    # The closure is the template's live cell, not a copy.
+    assert template.__closure__ is not None
+    template.__closure__[0].cell_contents = 9
+    assert made() == (5, 9)
+    names = [inst.name for inst in make_function_instrs(0x01 | 0x08)]
+    if compat.MAKE_FUNCTION_HAS_FLAGS:
+        assert names == ["MAKE_FUNCTION"]
+    else:
+        assert names == ["MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE", "SET_FUNCTION_ATTRIBUTE"]

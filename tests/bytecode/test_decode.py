@@ -1,10 +1,13 @@
-"""``bytegraph.bytecode.instructions.decode`` on the running interpreter (CPython 3.11).
+"""``bytegraph.bytecode.instructions.decode`` on the running interpreter (CPython 3.11-3.13).
 
 Covers: jump targets as instruction indices (for/while loops, break, continue,
-if/else, jumps long enough to need EXTENDED_ARG), the exception table in index
-form (try/except, nested try, try/finally, with-blocks) and ``handler_for``,
-inline CACHE entries left out, and the decode cache (one record per code
-object, by identity, even for code holding unhashable constants).
+if/else, jumps long enough to need EXTENDED_ARG; FOR_ITER's target is where an
+exhausted loop really lands, past the END_FOR that 3.12+'s ``dis`` names), the
+exception table in index form (try/except, nested try, try/finally, with-blocks;
+each entry, handler depth included, as ``dis`` parses the running interpreter's
+table) and ``handler_for``, inline CACHE entries left out, and the decode cache
+(one record per code object, by identity, even for code holding unhashable
+constants). Version differences come from ``compat`` or ``dis``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from collections.abc import Callable
 
 import pytest
 
+from bytegraph.bytecode import compat
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode, reset
+
+# What an exhausted FOR_ITER skips past the instruction ``dis`` names as its target:
+# 3.12's END_FOR; 3.13's END_FOR and the POP_TOP after it.
+FOR_ITER_SKIPPED = ["END_FOR", "POP_TOP"][: compat.FOR_ITER_TARGET_SKIP]
 
 
 def line_of(fn: Callable[..., object], marker: str) -> int:
@@ -36,6 +44,20 @@ def only(decoded: DecodedCode, opname: str) -> Instruction:
     return inst
 
 
+def dis_target(decoded: DecodedCode, inst: Instruction) -> int:
+    """The index of the instruction ``dis`` names as ``inst``'s jump target."""
+    return decoded.offset_to_index[inst.argval]
+
+
+def check_for_iter_landing(decoded: DecodedCode, for_iter: Instruction) -> None:
+    """FOR_ITER's target skips exactly what CPython skips past the one ``dis`` names."""
+    named = dis_target(decoded, for_iter)
+    assert for_iter.target == named + compat.FOR_ITER_TARGET_SKIP
+    skipped = decoded.instructions[named : for_iter.target]
+    assert [inst.opname for inst in skipped] == FOR_ITER_SKIPPED
+    assert decoded.instructions[named].is_jump_target
+
+
 def for_with_break_continue(xs: list[int]) -> int:
     total = 0
     for x in xs:  # loop
@@ -52,19 +74,33 @@ def test_for_loop_targets() -> None:
     decoded = decode(fn.__code__)
     insts = decoded.instructions
     for_iter = only(decoded, "FOR_ITER")
-    after = on_line(decoded, line_of(fn, "after"))
-    # FOR_ITER leaves the loop for the first instruction after it; on 3.11 that
-    # is the instruction right after the loop's last back edge.
-    assert for_iter.target == after[0].index
+    after_line = line_of(fn, "after")
+    # FOR_ITER leaves the loop for ``return total``: dis names the instruction
+    # right after the loop's last back edge (3.12+: END_FOR), CPython skips
+    # END_FOR (3.13: and its POP_TOP) and lands on the return.
+    landing = insts[for_iter.target]
+    assert (landing.opname, landing.argval, landing.lineno) == ("LOAD_FAST", "total", after_line)
+    assert insts[for_iter.target + 1].opname == "RETURN_VALUE"
     back_edges = [inst for inst in insts if inst.opname == "JUMP_BACKWARD"]
     assert back_edges and all(inst.target == for_iter.index for inst in back_edges)
-    assert for_iter.target == max(inst.index for inst in back_edges) + 1
+    assert dis_target(decoded, for_iter) == max(inst.index for inst in back_edges) + 1
+    check_for_iter_landing(decoded, for_iter)
     # ``continue`` goes back to FOR_ITER; ``break`` pops the iterator, then leaves.
     (cont,) = [inst for inst in on_line(decoded, line_of(fn, "continue")) if inst.target]
     assert cont.target == for_iter.index
     brk = on_line(decoded, line_of(fn, "break"))
     assert brk[0].opname == "POP_TOP"
-    assert brk[-1].target == after[0].index
+    if brk[-1].target is not None:
+        # 3.11 jumps to the code after the loop...
+        assert compat.PY_VERSION < (3, 12)
+        assert brk[-1].target == for_iter.target
+    else:
+        # ...3.12+ copies that short exit block (``return total``) in place.
+        assert compat.PY_VERSION >= (3, 12)
+        copied = insts[brk[-1].index + 1 : brk[-1].index + 3]
+        assert [(i.opname, i.argval, i.lineno) for i in copied] == [
+            (i.opname, i.argval, i.lineno) for i in insts[for_iter.target : for_iter.target + 2]
+        ]
 
 
 def while_with_else(n: int) -> int:
@@ -82,16 +118,27 @@ def test_while_loop_targets() -> None:
     fn = while_with_else
     decoded = decode(fn.__code__)
     test_line = line_of(fn, "test")
-    # 3.11 tests the condition on entry and again at the bottom of the loop.
-    top_exit, bottom_test = [i for i in on_line(decoded, test_line) if i.target is not None]
+    jumps = [i for i in on_line(decoded, test_line) if i.target is not None]
     else_first = on_line(decoded, line_of(fn, "else"))[0]
+    # The condition is tested on entry and again at the bottom of the loop.
+    top_exit = jumps[0]
     assert top_exit.target == else_first.index
-    assert bottom_test.opname == "POP_JUMP_BACKWARD_IF_TRUE"
+    if "POP_JUMP_BACKWARD_IF_TRUE" in dis.opmap:
+        # 3.11: the bottom test jumps back while the condition holds...
+        (back_edge,) = jumps[1:]
+        assert back_edge.opname == "POP_JUMP_BACKWARD_IF_TRUE"
+    else:
+        # ...3.12+ has no backward conditional jump: a forward one leaves the loop
+        # for the else clause, then an unconditional JUMP_BACKWARD.
+        bottom_exit, back_edge = jumps[1:]
+        assert bottom_exit.target == else_first.index
+        assert back_edge.opname == "JUMP_BACKWARD"
+        assert back_edge.index == bottom_exit.index + 1
     # The back edge skips the test at the top and lands on the body's first instruction.
-    assert bottom_test.target == top_exit.index + 1
-    assert decoded.instructions[bottom_test.target].is_jump_target
-    # Falling out of the bottom test also runs the else clause.
-    assert bottom_test.index + 1 == else_first.index
+    assert back_edge.target == top_exit.index + 1
+    assert decoded.instructions[back_edge.target].is_jump_target
+    # Falling out of the bottom of the loop also runs the else clause.
+    assert back_edge.index + 1 == else_first.index
 
 
 def if_else(x: int) -> str:
@@ -118,14 +165,17 @@ def test_every_jump_resolves_and_non_jumps_have_no_target() -> None:
         for index, inst in enumerate(decoded.instructions):
             assert inst.index == index
             assert decoded.offset_to_index[inst.offset] == index
-            if inst.opcode in jumps:
+            if inst.opname == "FOR_ITER":
+                check_for_iter_landing(decoded, inst)
+            elif inst.opcode in jumps:
                 assert inst.target is not None
                 assert decoded.instructions[inst.target].offset == inst.argval
             else:
                 assert inst.target is None
-        # dis marks jump targets on its own; they must be exactly the decoded targets.
+        # dis marks jump targets on its own; they must be exactly what the jumps name.
         marked = {inst.index for inst in decoded.instructions if inst.is_jump_target}
-        assert marked == {inst.target for inst in decoded.instructions if inst.target is not None}
+        named = {dis_target(decoded, i) for i in decoded.instructions if i.target is not None}
+        assert marked == named
 
 
 def long_loop_source(statements: int) -> str:
@@ -146,7 +196,8 @@ def test_long_jumps_with_extended_arg() -> None:
     # A long FOR_ITER carries an EXTENDED_ARG prefix, and jumps land on the prefix.
     assert decoded.instructions[for_iter.index - 1].opname == "EXTENDED_ARG"
     assert back.target == for_iter.index - 1
-    assert for_iter.target == back.index + 1
+    assert dis_target(decoded, for_iter) == back.index + 1
+    check_for_iter_landing(decoded, for_iter)
     assert decoded.instructions[for_iter.target].argval == "acc"
 
 
@@ -240,6 +291,29 @@ def test_try_finally_table() -> None:
     # The normal path has a copy too, not covered by the handler.
     normal = [i for i in on_line(decoded, finally_line) if i.index < entry.target]
     assert normal and all(decoded.handler_for(i.index) is None for i in normal)
+
+
+def test_exception_table_matches_dis() -> None:
+    """Each entry in index form is the running interpreter's entry, as ``dis`` parses it:
+    handler depths differ between versions, so CPython's own table is the reference."""
+    tables = 0
+    for fn in (try_except, nested_try, try_finally, with_block, for_with_break_continue):
+        decoded = decode(fn.__code__)
+        offsets = [inst.offset for inst in decoded.instructions]
+        expected = [
+            (
+                decoded.offset_to_index[entry.start],
+                max(i for i, offset in enumerate(offsets) if offset < entry.end),
+                decoded.offset_to_index[entry.target],
+                entry.depth,
+                entry.lasti,
+            )
+            for entry in dis._parse_exception_table(fn.__code__)
+        ]
+        got = [(e.start, e.end, e.target, e.depth, e.lasti) for e in decoded.exception_table]
+        assert got == expected, fn.__name__
+        tables += bool(expected)
+    assert tables == 4, "every function but the plain loop has a table"
 
 
 class Ctx:
