@@ -3,11 +3,10 @@
 Run by ``test_versions.py`` as ``<python> probe_decode.py <repo root>`` under the
 venv's python and under bare CPython 3.11, 3.12 and 3.13. It imports
 ``bytegraph.bytecode`` without running ``bytegraph/__init__.py`` (which imports
-torch): a bare stand-in
-``bytegraph`` package whose ``__path__`` is the real folder lets the normal
-import system load the subpackage and nothing else. It needs only the stdlib,
-plus the ``bytecode`` package for ``assemble`` when that is installed. The
-assertions live in the test; this script only reports what it saw.
+torch): a bare stand-in ``bytegraph`` package whose ``__path__`` is the real
+folder lets the normal import system load the subpackage and nothing else. It
+needs only the stdlib, plus the ``bytecode`` package for ``assemble`` when that
+is installed. The assertions live in the test; this script only reports what it saw.
 """
 
 from __future__ import annotations
