@@ -233,7 +233,7 @@ class SideEffects:
         children: list[Any] = []
         if dataclasses.is_dataclass(vt):
             for field in dataclasses.fields(vt):
-                if field.name in ("source", "mutation_type"):
+                if field.name in ("source", "mutation_type") or field.metadata.get("no_vts"):
                     continue
                 value = getattr(vt, field.name)
                 if field.name == "items":

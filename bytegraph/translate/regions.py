@@ -17,6 +17,7 @@ import dis
 import functools
 import types
 from collections.abc import Callable
+from typing import Any
 
 import bytecode as bc
 
@@ -131,10 +132,15 @@ def _is_except_clause(decoded: DecodedCode, handler: int) -> bool:
 
 
 def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
-    """(header, last instruction) of the outermost loop around ``index``, if any."""
+    """(header, last instruction) of the outermost loop around ``index``, if any.
+
+    A backward jump only an exception reaches is no loop: 3.12+ ends a with-block's
+    exit handler with a jump back to the code after the block.
+    """
     backward = [
         (inst.target, inst.index) for inst in decoded.instructions
         if inst.target is not None and inst.target <= inst.index
+        and _normally_reaches(decoded, inst.target, inst.index)
     ]
     start = end = index
     grown = True
@@ -149,6 +155,22 @@ def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
                 if start <= entry.start <= end and entry.target > end:
                     end, grown = _block_end(decoded, entry.target), True
     return None if (start, end) == (index, index) else (start, end)
+
+
+def _normally_reaches(decoded: DecodedCode, start: int, goal: int) -> bool:
+    """Whether ``goal`` follows ``start`` on a path within ``start..goal`` that raises no
+    exception."""
+    seen = {start}
+    work = [start]
+    while work:
+        i = work.pop()
+        if i == goal:
+            return True
+        for successor, _ in _successors(decoded, i):
+            if start <= successor <= goal and successor not in seen:
+                seen.add(successor)
+                work.append(successor)
+    return False
 
 
 def _block_end(decoded: DecodedCode, index: int) -> int:
@@ -273,39 +295,91 @@ def deleted_in(region: tuple[Instruction, ...]) -> set[str]:
 
 
 def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) -> dict[int, int]:
-    """Stack depth at each instruction outside ``start..end`` the region can reach.
+    """Stack depth at each instruction outside the region ``start..end`` it can reach.
+
+    Code inside the range that never comes back to the loop's jump and never
+    leaves the range (a ``return`` or ``raise`` in the loop body, and on 3.12+
+    the code after a ``while True`` loop, which the compiler places before the
+    backward jump) is no part of the loop: the region exits into it, so it is
+    compiled in a resume function instead of running as Python.
 
     An exit at a POP_TOP moves past it (the Python part drops the value): 3.12+
     compiles a ``break`` out of a ``for`` loop as a jump out of the loop's body
     to a POP_TOP of the iterator, which must not cross into a resume function
     (a guard on its identity would fail at every call).
     """
+    region = range(start, end + 1)
+    tails = _tails(decoded, region)
     depth_at = {start: entry_depth}
     exits: dict[int, int] = {}
     work = [start]
     while work:
         i = work.pop()
-        inst = decoded.instructions[i]
-        successors = []
-        if inst.opname not in FRAME_EXITS:
-            name = inst.opname
-            unconditional = name.startswith("JUMP_") and name not in _CONDITIONAL_JUMPS
-            if not unconditional:
-                successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
-            if inst.target is not None:
-                successors.append((inst.target, jump_effect(inst.opcode, inst.arg)))
-        handler = decoded.handler_for(i)
-        if handler is not None and start <= handler.start <= end:  # a try of the region
+        successors = _successors(decoded, i)
+        handler = _region_handler(decoded, i, region)
+        if handler is not None:  # a try of the region: the handler's depth is absolute
             successors.append((handler.target, handler.depth + handler.lasti + 1 - depth_at[i]))
         for successor, effect in successors:
             depth = depth_at[i] + effect
-            if not start <= successor <= end:
+            # (a tail is left only where the region pushed nothing: what the caller knows
+            # of the stack, NULLs included, is the stack it entered with)
+            if successor not in region or (successor in tails and depth <= entry_depth):
                 exits[successor] = depth
             elif successor not in depth_at:
                 depth_at[successor] = depth
                 work.append(successor)
-    region = range(start, end + 1)
     return dict(_past_pops(decoded, region, target, depth) for target, depth in exits.items())
+
+
+def _successors(decoded: DecodedCode, i: int) -> list[tuple[int, int]]:
+    """(successor, stack effect) of instruction ``i``, exception handlers aside."""
+    inst = decoded.instructions[i]
+    successors = []
+    if inst.opname not in FRAME_EXITS:
+        name = inst.opname
+        unconditional = name.startswith("JUMP_") and name not in _CONDITIONAL_JUMPS
+        if not unconditional:
+            successors.append((i + 1, dis.stack_effect(inst.opcode, inst.arg, jump=False)))
+        if inst.target is not None:
+            successors.append((inst.target, jump_effect(inst.opcode, inst.arg)))
+    return successors
+
+
+def _region_handler(decoded: DecodedCode, i: int, region: range) -> Any:
+    """The handler of ``i`` if its try block starts in the region."""
+    handler = decoded.handler_for(i)
+    return handler if handler is not None and handler.start in region else None
+
+
+def _tails(decoded: DecodedCode, region: range) -> frozenset[int]:
+    """Instructions of ``region`` that the loop reaches without an exception and from which
+    no path reaches its last instruction (the loop's backward jump) or leaves it: each
+    path ends in a return or a raise. (Code run only while an exception propagates, a
+    handler's cleanup, stays in the region.)"""
+    reaches = {region[-1]}
+    preds: dict[int, list[int]] = {}
+    for i in region:
+        handler = _region_handler(decoded, i, region)
+        handled = [(handler.target, 0)] if handler is not None else []
+        for successor, _ in _successors(decoded, i) + handled:
+            if successor not in region:
+                reaches.add(i)
+            else:
+                preds.setdefault(successor, []).append(i)
+    work = list(reaches)
+    while work:
+        for pred in preds.get(work.pop(), ()):
+            if pred not in reaches:
+                reaches.add(pred)
+                work.append(pred)
+    normal = {region[0]}
+    work = [region[0]]
+    while work:
+        for successor, _ in _successors(decoded, work.pop()):
+            if successor in region and successor not in normal:
+                normal.add(successor)
+                work.append(successor)
+    return frozenset(normal - reaches)
 
 
 def _past_pops(

@@ -194,7 +194,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
     """A function object created by MAKE_FUNCTION during the trace."""
 
     fn_code: types.CodeType
-    globals_dict: dict[str, Any]
+    # The module's real globals: no VTs inside, and too big (and maybe cyclic) to walk.
+    globals_dict: dict[str, Any] = dataclasses.field(metadata={"no_vts": True})
     qualname: str
     defaults_tuple: TupleVariable | None = None
     kwdefaults_dict: DictVariable | None = None
