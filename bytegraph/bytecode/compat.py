@@ -45,6 +45,9 @@ END_FOR_POPS = 2 if PY_VERSION == (3, 12) else 1
 SEND_KEEPS_RECEIVER = PY_VERSION >= (3, 12)
 # 3.13: MAKE_FUNCTION takes only the code; SET_FUNCTION_ATTRIBUTE adds the rest.
 MAKE_FUNCTION_HAS_FLAGS = PY_VERSION < (3, 13)
+# 3.13: POP_JUMP_IF_TRUE/FALSE take an exact bool, made by TO_BOOL or by a COMPARE_OP
+# whose oparg has this bit (a tensor there would not be tested for truth at all).
+COMPARE_OP_TO_BOOL_BIT = 16 if PY_VERSION >= (3, 13) else 0
 # 3.11/3.12 LOAD_CLOSURE pushes a cell; 3.13 loads it with LOAD_FAST.
 HAS_LOAD_CLOSURE = PY_VERSION < (3, 13)
 

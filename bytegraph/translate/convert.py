@@ -31,7 +31,7 @@ from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
-from bytegraph.translate.regions import call_region, loop_region
+from bytegraph.translate.regions import call_region, loop_region, truth_region
 from bytegraph.translate.resume import (
     FrameContext,
     emit_break,
@@ -89,7 +89,10 @@ def _translate_with_break(
     """Translate again, stopping before the unsupported step to break there."""
     fn = ctx.fn
     decoded = decode(fn.__code__)
-    loop = loop_region(decoded, reason.index) or call_region(decoded, reason.index)
+    loop = (
+        loop_region(decoded, reason.index) or call_region(decoded, reason.index)
+        or truth_region(decoded, reason.index)
+    )
     if loop is not None:
         tx = _translator(fn, frame_values, dynamic, break_loop=loop)
     else:

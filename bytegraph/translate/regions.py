@@ -215,6 +215,26 @@ def loop_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
     return loop
 
 
+def truth_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
+    """(the conversion, its POP_JUMP_IF_TRUE/FALSE) for a break at a conversion to bool
+    that a conditional jump takes (3.13's TO_BOOL, or a COMPARE_OP with its bool bit).
+
+    The jump takes only an exact bool, so the resume function after the conversion
+    would be entered with a bool guarded by value; run both in Python instead, and
+    resume at the branch taken, as a break at a 3.11 jump does.
+    """
+    instructions = decoded.instructions
+    inst = instructions[index]
+    converts = inst.opname == "TO_BOOL" or (
+        inst.opname == "COMPARE_OP" and inst.arg & compat.COMPARE_OP_TO_BOOL_BIT
+    )
+    if not converts or index + 1 >= len(instructions):
+        return None
+    if instructions[index + 1].opname not in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
+        return None
+    return index, index + 1
+
+
 def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
     """(LOAD_METHOD, its CALL[, a STORE_FAST or POP_TOP of the result]) for a break there.
 

@@ -298,8 +298,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return SignatureFunctionVariable(source=source)
     if value is collections.deque:
         return DequeClassVariable(value, source=source)
-    if value is sys.exc_info:
-        return ExcInfoFunctionVariable(source=source)
+    if value is sys.exc_info or value is sys.exception:
+        return ExcInfoFunctionVariable(fn=value, source=source)
     if value is print:  # a graph break, or deferred (config.reorderable_logging)
         return DeferredLogCallVariable(None, "print", source=source)
     if is_builtin_callable(value):

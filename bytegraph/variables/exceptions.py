@@ -23,7 +23,7 @@ Raising one (``translate/ops/exceptions.py``) wraps it in ``ObservedRaise``,
 the Python exception that carries a raised VT through the translator's own
 call stack to the frame whose exception table catches it. A raised object
 has a real traceback in eager mode that the trace cannot make: reading
-``__traceback__`` of it is unsupported, and rebuilt after the trace it gets
+``__traceback__`` of it gives a ``TracebackVariable``, and rebuilt after the trace it gets
 a one-entry traceback at the compiled frame's line where it was raised
 (``escapes.py``). Its ``__context__`` is unknown (unsupported to read) when
 it was raised while the frame's caller was handling an exception
@@ -165,7 +165,9 @@ class ExceptionInstanceVariable(VariableTracker):
         if pending is not None and pending is not DELETED:
             return pending
         raised, context_unknown = _raised_state(tx.output.side_effects, self)
-        if (raised and name == "__traceback__") or (context_unknown and name == "__context__"):
+        if raised and name == "__traceback__":
+            return TracebackVariable(self)  # 3.13's ExitStack.__exit__ reads it
+        if context_unknown and name == "__context__":
             raise Unsupported("unknown_attribute", f"{name} of a raised exception")
         if name in _SLOT_DEFAULTS:
             return ConstantVariable(_SLOT_DEFAULTS[name])
@@ -302,20 +304,29 @@ class ExcInfoFunctionVariable(VariableTracker):
     """``sys.exc_info``: ``(type, value, traceback)`` of the exception being handled
     (``exc_info`` in translate/ops/exceptions.py), or three Nones when none is; the
     traceback is a ``TracebackVariable``. What the frame's caller handles is known
-    only to be nothing (guarded); an exception of the caller's is unsupported."""
+    only to be nothing (guarded); an exception of the caller's is unsupported.
+    With ``fn`` ``sys.exception`` (3.13's contextlib calls it), the value alone."""
+
+    fn: Any = sys.exc_info
 
     def python_type(self) -> type:
         return types.BuiltinFunctionType
 
     def as_python_constant(self) -> Any:
-        return sys.exc_info
+        return self.fn
 
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        info = self._exc_info(tx, args, kwargs)
+        return info.items[1] if self.fn is sys.exception else info
+
+    def _exc_info(self, tx: Tx, args, kwargs) -> Any:
         from bytegraph.translate.ops.exceptions import exc_info
         from bytegraph.variables.containers import TupleVariable
 
         if args or kwargs:
-            raise Unsupported("call_raises_type_error", "sys.exc_info() with arguments (TypeError)")
+            raise Unsupported(
+                "call_raises_type_error", f"sys.{self.fn.__name__}() with arguments (TypeError)"
+            )
         handled = exc_info(tx)
         if isinstance(handled, ExceptionInstanceVariable):
             return TupleVariable((handled.class_vt(), handled, TracebackVariable(handled)))
@@ -333,4 +344,4 @@ class ExcInfoFunctionVariable(VariableTracker):
         raise Unsupported("exception_value", "sys.exc_info() of the caller's exception")
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.load_const(sys.exc_info)
+        codegen.load_const(self.fn)

@@ -112,7 +112,9 @@ class SuspendedFrame:
             return None
         child = self.translator
         after = child.instructions[child.instruction_pointer]
-        if after.opname != "RESUME" or after.arg < 2:
+        # RESUME's low two bits say where the frame resumes (1: after a yield, 2: after a
+        # yield from); 3.13 sets bit 2 inside an except block.
+        if after.opname != "RESUME" or after.arg & 3 < 2:
             return None
         return child.stack[-1]
 

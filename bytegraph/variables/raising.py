@@ -131,7 +131,11 @@ def is_builtin_exception_class(value: Any) -> bool:
 
 
 # What a class statement puts in every class dict; anything else dunder customises it.
-_PLAIN_CLASS_DICT = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+# What a class statement puts in every class's dict (3.13 adds the last two).
+_PLAIN_CLASS_DICT = frozenset({
+    "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+    "__firstlineno__", "__static_attributes__",
+})
 # Builtin exceptions whose constructor or str() does more than store args.
 _SPECIAL_BASES = (OSError, SyntaxError, ImportError, AttributeError, NameError, StopIteration,
                   SystemExit, UnicodeError, BaseExceptionGroup)

@@ -19,6 +19,7 @@ import torch
 from _harness import Corpus, check_program, opnames, randn
 
 from bytegraph import config
+from bytegraph.bytecode.compat import HAS_KW_NAMES
 
 corpus = Corpus()
 add = corpus.add
@@ -628,10 +629,12 @@ def test_program_matches_eager(prog, differential, counting_backend) -> None:
 
 
 CALL_AND_CLOSURE_OPCODES = {
-    "CALL_FUNCTION_EX", "DICT_MERGE", "LIST_EXTEND", "BUILD_MAP", "KW_NAMES", "MAKE_FUNCTION",
-    "MAKE_CELL", "LOAD_CLOSURE", "LOAD_DEREF", "STORE_DEREF", "COPY_FREE_VARS",
+    "CALL_FUNCTION_EX", "DICT_MERGE", "LIST_EXTEND", "BUILD_MAP", "MAKE_FUNCTION",
+    "MAKE_CELL", "LOAD_DEREF", "STORE_DEREF", "COPY_FREE_VARS",
     "RETURN_GENERATOR", "YIELD_VALUE", "GET_YIELD_FROM_ITER", "SEND",
     "JUMP_BACKWARD_NO_INTERRUPT",
+    # keywords and closures: 3.13 has CALL_KW, SET_FUNCTION_ATTRIBUTE and no LOAD_CLOSURE
+    *(["KW_NAMES", "LOAD_CLOSURE"] if HAS_KW_NAMES else ["CALL_KW", "SET_FUNCTION_ATTRIBUTE"]),
 }
 
 

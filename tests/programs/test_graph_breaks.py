@@ -44,6 +44,7 @@ import pytest
 import torch
 
 import bytegraph
+from bytegraph.bytecode.compat import COMPARE_OP_TO_BOOL_BIT
 
 LOG_NAME = "bytegraph_tests.breaks"
 LOG = logging.getLogger(LOG_NAME)
@@ -1117,7 +1118,9 @@ def tuple_literal_with_print(x):
     return (x * 2, print("middle"), x + 1)
 
 
-@program(positive(3), 3)
+# 3.13 compiles ``if a < b`` as one COMPARE_OP that also converts to bool, so each
+# comparison runs with its jump in Python: g1: sum; g2: mul.
+@program(positive(3), 2 if COMPARE_OP_TO_BOOL_BIT else 3)
 def chained_comparison_on_tensor(x):
     # 0 < s < 10 compares twice, each a jump on a tensor.
     # g1: sum, gt; g2: lt; g3: mul.

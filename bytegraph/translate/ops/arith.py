@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from bytegraph.bytecode import compat
 from bytegraph.translate.ops.build import build_slice
 from bytegraph.translate.ops.exceptions import vet_operator, vet_subscript
 from bytegraph.translate.registry import handler
@@ -74,10 +75,13 @@ UNARY_NOT = handler("UNARY_NOT")(_unary(operator.not_))
 
 @handler("COMPARE_OP")
 def COMPARE_OP(tx: Tx, inst: Instruction) -> None:
-    """(a b -- a cmp b)"""
+    """(a b -- a cmp b); 3.13: then ``bool()`` of it, where the oparg asks."""
     b = tx.pop()
     a = tx.pop()
-    tx.push(_operate(tx, COMPARE_OPERATORS[inst.argval], a, b))
+    result = _operate(tx, COMPARE_OPERATORS[inst.argval], a, b)
+    if inst.arg & compat.COMPARE_OP_TO_BOOL_BIT:
+        result = _operate(tx, bool, result)
+    tx.push(result)
 
 
 @handler("IS_OP")
