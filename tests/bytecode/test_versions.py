@@ -194,3 +194,16 @@ def check_loop_with_try(facts: dict[str, Any], version: tuple[int, int]) -> None
     assert all(handler_for[i] == target for i in body)
     assert handler_for[for_iter] is None
     assert handler_for[0] is None
+
+
+def test_an_unsupported_interpreter_gets_one_line_naming_the_supported_ones(monkeypatch) -> None:
+    from bytegraph.bytecode import compat
+
+    monkeypatch.setattr(compat, "PY_VERSION", (3, 14))
+    with pytest.raises(RuntimeError) as info:
+        compat.check_supported()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "3.11, 3.12, 3.13" in message and "this is 3.14" in message
+    monkeypatch.setattr(compat, "PY_VERSION", sys.version_info[:2])
+    compat.check_supported()  # the running interpreter is supported
