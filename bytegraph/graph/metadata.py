@@ -135,12 +135,26 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     return result
 
 
-def run_fake(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+def run_fake(
+    fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict, memo: Any = None
+) -> Any:
     """Run ``target`` on the fake tensors of a dynamic trace (``graph/shapes.py``): the
-    fake mode reasons about symbolic sizes, which meta kernels cannot. No memo: its
-    keys are sizes."""
+    fake mode reasons about symbolic sizes, which meta kernels cannot. ``memo`` (the
+    session's ``graph/fake_memo.FakeMemo``) answers a repeat of a call it has seen."""
     _refuse_overlapping_write(kind, target, args, kwargs)
     _refuse_mixed_dtypes(kind, target, args, kwargs)
+    key = memo.key(kind, target, args, kwargs) if memo is not None else None
+    if key is not None:
+        hit = memo.lookup(key, args, kwargs)
+        if hit is not None:
+            return hit
+    result = _run_fake_uncached(fake_mode, kind, target, args, kwargs)
+    if key is not None:
+        memo.record(key, args, kwargs, result)
+    return result
+
+
+def _run_fake_uncached(fake_mode: Any, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     fn: Callable = getattr(args[0], target) if kind == "call_method" else target
     call_args = args[1:] if kind == "call_method" else args
     from torch.fx.experimental.symbolic_shapes import (

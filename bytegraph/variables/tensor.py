@@ -236,7 +236,9 @@ def tensor_op(
     if shapes is None:
         example = metadata.run(kind, target, meta_args, meta_kwargs)
     else:
-        example = metadata.run_fake(shapes.fake_mode, kind, target, meta_args, meta_kwargs)
+        example = metadata.run_fake(
+            shapes.fake_mode, kind, target, meta_args, meta_kwargs, shapes.memo
+        )
     tx.output.note_result(example, (meta_args, meta_kwargs))
     device = metadata.result_device(kind, target, meta_args, meta_kwargs, devices)
     if not devices and meta_kwargs.get("device") is None:
