@@ -120,9 +120,15 @@ def test_files_name_the_users_lines_and_hold_the_graph_code(dump_dir, differenti
     break_line = line_of(calls_helper, "graph_break()")
     assert listed(resume, break_line, marker="!!") == source_of(calls_helper, "graph_break()")
     assert "def ___guard_0(" in resume and "type(n) is int" in resume
-    # The transformed function, decompiled, calls the compiled graph.
-    assert "___graph_out = ___compiled_graph_0(" in everything
-    assert "# ___compiled_graph_0 = " in everything
+    # The transformed function, decompiled, calls the compiled graph. depyf 0.20 cannot
+    # decompile 3.13's calls (the NULL above the callable): there the file says so and
+    # lists the bytecode, which stores the graph's outputs.
+    if sys.version_info < (3, 13):
+        assert "___graph_out = ___compiled_graph_0(" in everything
+        assert "# ___compiled_graph_0 = " in everything
+    else:
+        assert "not decompiled: depyf cannot decompile it" in everything
+        assert "STORE_FAST               1 (___graph_out)" in everything
 
 
 def test_a_recompile_adds_a_section_to_the_same_file(dump_dir, differential) -> None:

@@ -117,9 +117,10 @@ class FrameContext:
         return compiled
 
 
-# resume code -> (base code, number of prologue instructions before the base ones,
-# EXTENDED_ARG prefixes not counted: the assembler may need more or fewer than the base)
-_origins: dict[types.CodeType, tuple[types.CodeType, int]] = {}
+# resume code -> (base code, per instruction of the resume code, EXTENDED_ARG prefixes not
+# counted (the assembler may need more or fewer than the base), the base instruction it
+# is, or -1 for the prologue's)
+_origins: dict[types.CodeType, tuple[types.CodeType, tuple[int, ...]]] = {}
 
 
 def is_entered_code(code: types.CodeType) -> bool:
@@ -137,11 +138,8 @@ def base_position(code: types.CodeType, index: int) -> tuple[types.CodeType, int
     origin = _origins.get(code)
     if origin is None:
         return code, index
-    base, shift = origin
-    real = _real_index(code, index) - shift
-    if real < 0:
-        return base, real  # in the prologue
-    return base, _real_indices(base)[real]
+    base, positions = origin
+    return base, positions[_real_index(code, index)]
 
 
 def _real_index(code: types.CodeType, index: int) -> int:
@@ -156,12 +154,11 @@ def _real_indices(code: types.CodeType) -> tuple[int, ...]:
 
 def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     base = spec.base_code
-    concrete = _entered_code(
+    concrete, positions = _entered_code(
         base, spec.target, spec.stack_nulls, spec.stack_methods, spec.local_names, {},
         f"{base.co_qualname}.<resume at {spec.target}>",
     )
-    shift = len(_real_indices(concrete)) - len(_real_indices(base))
-    _origins[concrete] = (base, shift)
+    _origins[concrete] = (base, positions)
     return concrete
 
 
@@ -174,8 +171,9 @@ def _entered_code(
     stubs: dict[int, list[Any]],
     qualname: str,
     route: Callable[[Any], Any] | None = None,
-) -> types.CodeType:
-    """``base`` entered at instruction ``target`` with the stack rebuilt from arguments.
+) -> tuple[types.CodeType, tuple[int, ...]]:
+    """``base`` entered at instruction ``target`` with the stack rebuilt from arguments,
+    and per instruction of it the base instruction it is (-1: the prologue's or a stub's).
 
     The arguments are the stack (``___stack<i>``, NULLs pushed by the prologue,
     methods bound again to their receivers), then ``local_names``. Before
@@ -187,6 +185,10 @@ def _entered_code(
     that is traced).
     """
     body = list(bc.Bytecode.from_code(base))
+    base_index = {
+        id(instr): index
+        for instr, index in zip((i for i in body if isinstance(i, bc.Instr)), _real_indices(base))
+    }
     _set_try_depths(base, body)
     routed = _routed_sites(base, body, target, stubs) if route is not None else []
     label = bc.Label()
@@ -206,6 +208,7 @@ def _entered_code(
         if method is not None:
             prologue.append(assemble.load_attr(method))
     prologue.append(bc.Instr("JUMP_FORWARD", label))
+    body = _split_fused_locals(body, base_index)
     code = bc.Bytecode(prologue + body)
     # The user's name, so tracebacks and break reports read as the original function.
     code.name = base.co_name
@@ -230,9 +233,38 @@ def _entered_code(
     # ("negative size"). Every base instruction keeps its base depth, so the base
     # code's own size bounds it, plus what a stub pushes and a routed call's one slot.
     stub = max((len(items) for items in stubs.values()), default=0)
-    return code.to_code(
+    concrete = code.to_code(
         stacksize=base.co_stacksize + stub + 1, compute_exception_stack_depths=False
     )
+    positions = tuple(base_index.get(id(item), -1) for item in code if isinstance(item, bc.Instr))
+    return concrete, positions
+
+
+_FUSED = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
+
+
+def _split_fused_locals(body: list[Any], base_index: dict[int, int]) -> list[Any]:
+    """3.13's fused pairs of local loads and stores as two instructions each.
+
+    Each of the pair's locals is 4 bits of the oparg; the entered code's arguments
+    (the stack first) move locals to higher numbers, where a pair cannot name them.
+    Both halves stand for the fused base instruction.
+    """
+    split: list[Any] = []
+    for item in body:
+        names = _FUSED.get(item.name) if isinstance(item, bc.Instr) else None
+        if names is None:
+            split.append(item)
+            continue
+        halves = [bc.Instr(op, arg, location=item.location) for op, arg in zip(names, item.arg)]
+        for half in halves:
+            base_index[id(half)] = base_index.get(id(item), -1)
+        split += halves
+    return split
 
 
 def _routed_sites(
@@ -613,7 +645,7 @@ def _python_part(tx: InstructionTranslator, plan: BreakPlan, ctx: FrameContext) 
     methods = tuple(
         plan.methods[i][1] if i in plan.methods else None for i in range(len(plan.stack))
     )
-    code = _entered_code(
+    code, _ = _entered_code(
         tx.code, entry, nulls, methods, tuple(plan.needed_locals()), stubs,
         f"{tx.code.co_qualname}.<python at {entry}>", ctx.route,
     )

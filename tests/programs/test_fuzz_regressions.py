@@ -678,7 +678,7 @@ def test_code_entered_inside_a_try_has_room_for_its_handlers(differential) -> No
     assert all(r.fn.__code__.co_stacksize >= base for r in compiled.resume_cache.values())
 
 
-@pytest.mark.parametrize("seed, index", [(31, 454), (29467, 82)])
+@pytest.mark.parametrize("seed, index", [(31, 454), (29467, 82), (0, 2), (0, 37)])
 def test_generated_program_agrees_with_eager(seed, index) -> None:
     """Findings kept as the generated programs themselves, run through the fuzz runner
     (which compares results, exceptions, globals and arguments after each call):
@@ -691,6 +691,10 @@ def test_generated_program_agrees_with_eager(seed, index) -> None:
     * 29467/82: a resume function entered inside a try range: ``bytecode`` computed its
       stack size along the prologue's flow and failed ("negative size", an internal
       error); its size is now bounded from the base code's.
+    * 0/2 and 0/37 (3.13): a resume function's arguments moved the frame's locals to
+      numbers a fused pair of local loads (LOAD_FAST_LOAD_FAST, 4 bits each) cannot
+      name: it read other locals (a wrong result) or past the frame (a crash). Entered
+      code now splits the fused pairs.
     """
     import sys
     from pathlib import Path
