@@ -261,6 +261,8 @@ class ShapeSession:
         dims = self.dynamic.get(source, frozenset())
         if dims and not real.is_contiguous():
             dims = frozenset()  # strides then guard exactly; only contiguous inputs go symbolic
+        if not dims:  # (a parameter, most often): no symbols, half the cost
+            return self.fake_mode.from_tensor(real, static_shapes=True)
         context = StatelessSymbolicContext(dynamic_sizes=[
             DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())
         ])
