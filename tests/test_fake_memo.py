@@ -93,3 +93,36 @@ def test_a_view_of_a_tensor_that_requires_grad_is_not_memoized(monkeypatch) -> N
     for got, want in zip(compiled(x), f(x)):
         torch.testing.assert_close(got, want)
     assert ran.count("view") == 2 and ran.count("mul") == 2
+
+
+def grad_layers(x, w):
+    for _ in range(3):
+        h = x @ w  # requires grad through w: not a leaf
+        h.relu_()  # legal in place on a non-leaf, also when built from the memo
+        x = h + x
+    return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_memoized_results_that_require_grad(backend, monkeypatch) -> None:
+    import bytegraph
+
+    ran = count_uncached(monkeypatch)
+    compiled = bytegraph.compile(grad_layers, backend=backend)
+    w = (torch.randn(6, 6) * 0.1).requires_grad_()
+    for b in (3, 5, 8):
+        x = torch.randn(b, 6)
+        want = grad_layers(x, w)
+        (want_grad,) = torch.autograd.grad(want.sum(), w)
+        got = compiled(x, w)
+        (got_grad,) = torch.autograd.grad(got.sum(), w)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_grad, want_grad)
+    assert len(compiled.entries) == 2
+    dynamic = compiled.entries[0]  # newest first
+    assert not dynamic.breaks and len(dynamic.graphs) == 1
+    # The first layer's x needs no grad, the later ones do: the third layer is memoized,
+    # but for the in-place relu_, which never is.
+    assert {name: ran.count(name) for name in ("matmul", "add", "relu_")} == {
+        "matmul": 2, "add": 2, "relu_": 3
+    }

@@ -46,8 +46,14 @@ class _NewTensor:
     requires_grad: bool
     is_leaf: bool
 
-    def build(self, args: list[Any]) -> torch.Tensor:
-        t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+    def build(self, args: list[Any], mode: Any) -> torch.Tensor:
+        from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+        # What the fake mode's own cache does for a hit, less a dispatch (half the cost);
+        # any guard the sizes need was added when the op ran.
+        with in_kernel_invocation_manager(mode), mode.shape_env.suppress_guards():
+            meta = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device="meta")
+        t = FakeTensor(mode, meta, self.device)
         if self.requires_grad:
             t.requires_grad_()
             if not self.is_leaf:  # the op's result has a grad_fn: in-place ops stay legal
@@ -64,7 +70,7 @@ class _View:
     stride: tuple[Any, ...]
     offset: Any
 
-    def build(self, args: list[Any]) -> torch.Tensor:
+    def build(self, args: list[Any], mode: Any) -> torch.Tensor:
         return args[self.index].as_strided(self.shape, self.stride, self.offset)
 
 
@@ -75,8 +81,8 @@ class _Sequence:
     cls: type
     items: tuple[Any, ...]
 
-    def build(self, args: list[Any]) -> Any:
-        items = (item.build(args) for item in self.items)
+    def build(self, args: list[Any], mode: Any) -> Any:
+        items = (item.build(args, mode) for item in self.items)
         if self.cls in (tuple, list):
             return self.cls(items)
         return self.cls(tuple(items))
@@ -115,7 +121,7 @@ class FakeMemo:
             return None
         tensors = [t for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)]
         with self.fake_mode:
-            return spec.build(tensors)
+            return spec.build(tensors, self.fake_mode)
 
     def record(self, key: tuple, args: tuple, kwargs: dict, result: Any) -> None:
         """Keep what the call made, if it is a result the memo can build again."""
@@ -132,14 +138,10 @@ def _describe(leaf: Any) -> Any:
     if isinstance(leaf, torch.Tensor):
         if leaf.layout is not torch.strided or leaf.is_conj() or leaf.is_neg():
             return None
-        sizes = tuple(leaf.shape) + tuple(leaf.stride()) + (leaf.storage_offset(),)
-        exprs = tuple(_expr(s) for s in sizes)
-        if any(e is None for e in exprs):
-            return None
-        return (torch.Tensor, leaf.dtype, leaf.device, leaf.requires_grad, exprs)
+        sizes = (*leaf.shape, *leaf.stride(), leaf.storage_offset())
+        return (torch.Tensor, leaf.dtype, leaf.device, leaf.requires_grad, _exprs(sizes))
     if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        expr = _expr(leaf)
-        return None if expr is None else (type(leaf), expr)
+        return (type(leaf), _exprs((leaf,))[0])
     if isinstance(leaf, (int, float, bool, str, type(None), torch.dtype, torch.device)):
         return (type(leaf), leaf)
     if isinstance(leaf, slice):
@@ -148,17 +150,17 @@ def _describe(leaf: Any) -> Any:
     return None
 
 
-def _expr(value: Any) -> Any:
-    """An int as itself; a SymInt by its expression (its value if the ShapeEnv fixed it);
-    None for a symbol only the data decides."""
-    if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return value
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    expr = value.node.expr
-    if expr.is_number:
-        return value.node.pytype(expr)
-    return None if free_unbacked_symbols(expr) else expr
+def _exprs(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Ints as themselves, SymInts by their expressions (their values if the ShapeEnv
+    fixed them): within one ShapeEnv, equal expressions are equal values (an unbacked
+    symbol's too, which is why keys may hold them and results may not)."""
+    exprs = []
+    for value in values:
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            expr = value.node.expr
+            value = value.node.pytype(expr) if expr.is_number else expr
+        exprs.append(value)
+    return tuple(exprs)
 
 
 def _spec(result: Any, inputs: list[torch.Tensor]) -> Any:
@@ -170,9 +172,10 @@ def _spec(result: Any, inputs: list[torch.Tensor]) -> Any:
 
     if not isinstance(result, FakeTensor):
         return None
-    sizes = (*result.shape, *result.stride(), result.storage_offset())
-    if any(_expr(s) is None for s in sizes) or result.is_conj() or result.is_neg():
-        return None
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    if free_unbacked_symbols(result) or result.is_conj() or result.is_neg():
+        return None  # a symbol only the data decides is bound to the op that made it
     if any(result is t for t in inputs) or result.layout is not torch.strided:
         return None
     if result._is_view():
