@@ -12,9 +12,10 @@ on the same SymInts, about 0.3 ms) instead of running the op.
 Why this is sound, for one trace's ShapeEnv (the memo dies with its session):
 
 * the key names every input the result's metadata depends on: the op, the
-  grad mode and defaults, each tensor's dtype, device, sizes, strides and
-  offset as sympy expressions over the session's symbols, requires_grad,
-  and every other argument by value (a SymInt by its expression);
+  grad, autocast and inference modes and the defaults, each tensor's dtype,
+  device, sizes, strides and offset as sympy expressions over the session's
+  symbols, requires_grad, and every other argument by value (a SymInt by its
+  expression);
 * what the first run decided about symbols (a ``Ne(s0, 1)`` while
   broadcasting) is already a guard of this ShapeEnv, so a repeat on the same
   expressions would decide the same: the guards are complete without it;
@@ -103,7 +104,8 @@ class FakeMemo:
             return None
         parts: list[Any] = [
             kind, target, _structure((args, kwargs)), torch.is_grad_enabled(),
-            torch.get_default_dtype(), torch.get_default_device(),
+            torch.get_default_dtype(), torch.get_default_device(), _autocast_state(),
+            torch.is_inference_mode_enabled(),
         ]
         for leaf in _leaves((args, kwargs), []):
             part = _describe(leaf)
@@ -131,6 +133,14 @@ class FakeMemo:
         spec = _spec(result, tensors)
         if spec is not None:
             self._results[key] = spec
+
+
+def _autocast_state() -> tuple:
+    """Autocast changes the dtype ops compute in (a matmul in bfloat16)."""
+    return tuple(
+        (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        for device in ("cpu", "cuda")
+    )
 
 
 def _describe(leaf: Any) -> Any:
