@@ -481,8 +481,10 @@ def _tail_plan(
 
 
 def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
-    """The slot of a user function called by ``inst`` (its body is what broke)."""
+    """The slot of a user function or nn.Module called by ``inst`` (its body is what
+    broke): the Python part calls its compiled wrapper instead (``emit_break``)."""
     from bytegraph.variables.functions import UserFunctionVariable
+    from bytegraph.variables.nn_module import NNModuleVariable
 
     if inst.opname in ("CALL", "CALL_KW"):  # CALL_KW (3.13) has the names on top
         slot = len(stack) - inst.arg - 2 - (inst.opname == "CALL_KW")
@@ -493,6 +495,8 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
     else:
         return None
     vt = stack[slot]
+    if isinstance(vt, NNModuleVariable):
+        return slot
     if not isinstance(vt, UserFunctionVariable) or _is_standard_library(vt.fn.__code__.co_filename):
         return None
     if not vt.by_identity:  # a compiled wrapper is made for one function object
@@ -596,7 +600,7 @@ def emit_break(
             if isinstance(vt, NullVariable):
                 continue
             if i == plan.callee_slot:
-                codegen.load_const(ctx.compiled_callee(vt.fn))
+                _load_compiled_callee(codegen, vt, ctx)
             elif i in plan.methods:
                 codegen(plan.methods[i][0])
             else:
@@ -619,6 +623,22 @@ def emit_break(
         codegen.append(*assemble.call(len(args)), bc.Instr("RETURN_VALUE"))
 
     return emit
+
+
+def _load_compiled_callee(codegen: PyCodegen, vt: VariableTracker, ctx: FrameContext) -> None:
+    """What the Python part calls in place of ``vt``: a function's compiled wrapper; for a
+    module, what the router gives at run time (the caller of its class's compiled
+    forward, or the module as it is when it has hooks or a forward of its own)."""
+    from bytegraph.variables.functions import UserFunctionVariable
+
+    if isinstance(vt, UserFunctionVariable):
+        codegen.load_const(ctx.compiled_callee(vt.fn))
+    elif ctx.route is not None:
+        codegen.load_callable(ctx.route)
+        codegen(vt)
+        codegen.append(*assemble.call(1))
+    else:
+        codegen(vt)
 
 
 def _python_part(tx: InstructionTranslator, plan: BreakPlan, ctx: FrameContext) -> Any:

@@ -12,6 +12,7 @@ backend counts every graph compiled); a second call must hit every cache.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
 import traceback
@@ -311,6 +312,38 @@ def test_module_in_a_loop_compiles_once_then_hits(differential, counting_backend
     assert len(forward.entries) == 1
     differential.check(run, compiled, (randn(3), 5))
     assert counting_backend.calls == 1
+
+
+class BreakingBlock(torch.nn.Module):
+    """A module whose forward breaks on a data-dependent branch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x).relu()
+        if y.sum() > 0:
+            y = y * 2
+        return y - 1
+
+
+def test_module_whose_forward_breaks_is_compiled_at_the_call(differential, counting_backend):
+    """The break is inside the module's forward: the Python part calls the module through
+    the router, so its forward is compiled (linear .. gt; mul, sub), not run as Python."""
+    block = BreakingBlock()
+
+    def step(m, x):
+        return m(x) + 1
+
+    compiled = differential.compile(step)
+    for _ in range(2):
+        differential.check(step, compiled, (block, randn(3)))
+    targets = [[n.target for n in g.graph.nodes if n.op == "call_function"]
+               for g in counting_backend.graphs]
+    assert torch._C._nn.linear in targets[0] and operator.gt in targets[0], targets
+    assert counting_backend.calls == 3  # the forward's two graphs, then the caller's add
+    assert len(compiled.router.compiled_forward(BreakingBlock).entries) == 1
 
 
 def test_module_with_a_hook_runs_its_hook(differential, counting_backend) -> None:
