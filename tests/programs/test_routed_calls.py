@@ -12,7 +12,6 @@ backend counts every graph compiled); a second call must hit every cache.
 from __future__ import annotations
 
 import math
-import operator
 import os
 import sys
 import traceback
@@ -330,7 +329,7 @@ class BreakingBlock(torch.nn.Module):
 
 def test_module_whose_forward_breaks_is_compiled_at_the_call(differential, counting_backend):
     """The break is inside the module's forward: the Python part calls the module through
-    the router, so its forward is compiled (linear .. gt; mul, sub), not run as Python."""
+    the router, so its forward is compiled (linear .. sum; mul, sub), not run as Python."""
     block = BreakingBlock()
 
     def step(m, x):
@@ -341,7 +340,7 @@ def test_module_whose_forward_breaks_is_compiled_at_the_call(differential, count
         differential.check(step, compiled, (block, randn(3)))
     targets = [[n.target for n in g.graph.nodes if n.op == "call_function"]
                for g in counting_backend.graphs]
-    assert torch._C._nn.linear in targets[0] and operator.gt in targets[0], targets
+    assert torch._C._nn.linear in targets[0], targets
     assert counting_backend.calls == 3  # the forward's two graphs, then the caller's add
     assert len(compiled.router.compiled_forward(BreakingBlock).entries) == 1
 
