@@ -90,7 +90,7 @@ def discard_null() -> list[bc.Instr]:
 
 
 def _noop() -> None:
-    pass
+    """Called only to consume a NULL stack slot."""
 
 
 def load_attr(name: str) -> bc.Instr:

@@ -2,8 +2,9 @@
 
 A break runs one *piece* of the frame in Python: the instruction that could
 not be traced (``instruction_exits`` gives its exits and the stack layout at
-each), the whole call when it is a LOAD_METHOD (``call_region``), or the
-outermost loop around it, from its iterable's expression on
+each), the whole call when it is a method load (``call_region``), a
+conversion to bool with the jump that takes it (``truth_region``, 3.13), or
+the outermost loop around it, from its iterable's expression on
 (``loop_region``). ``exit_depths`` finds where a piece can leave and with
 what stack depth; ``live_locals`` which locals code from an instruction on
 may read; ``refuse_reason`` where no break is possible at all. Input: the
@@ -236,9 +237,10 @@ def truth_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
 
 
 def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
-    """(LOAD_METHOD, its CALL[, a STORE_FAST or POP_TOP of the result]) for a break there.
+    """(a method load, its CALL[, a STORE_FAST or POP_TOP of the result]) for a break there.
 
-    LOAD_METHOD leaves a method and its receiver, or a NULL and a bound method,
+    A method load (3.11's LOAD_METHOD, LOAD_ATTR with its method bit on 3.12+)
+    leaves a method and its receiver, or a NULL and a bound method,
     and which one only Python knows; no resume function could take either
     layout. So the whole call, arguments included, runs in Python instead,
     with the store of its result when one follows. None if the arguments

@@ -3,7 +3,7 @@
 When the translator meets something it cannot trace at instruction ``i`` of
 the frame being compiled, translation restarts and stops just before the
 piece that must run in Python: instruction ``i`` itself (with a store or pop
-of its result that follows), the whole call when ``i`` is a LOAD_METHOD,
+of its result that follows), the whole call when ``i`` is a method load,
 or the outermost loop around ``i``. The transformed code then
 
 1. calls the graph built so far,
@@ -735,7 +735,6 @@ def _retarget_try_end(
             return
 
 
-_NOOP = lambda: None  # noqa: E731  (called only to consume a NULL stack slot)
 
 
 def _resume_call(
