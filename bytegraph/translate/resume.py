@@ -735,8 +735,6 @@ def _retarget_try_end(
             return
 
 
-
-
 def _resume_call(
     resume: Any, nulls: tuple[bool, ...], names: tuple[str, ...], methods: tuple[str | None, ...]
 ) -> list[Any]:
