@@ -28,8 +28,6 @@ SUPPORTED_VERSIONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
 HAS_PRECALL = PY_VERSION == (3, 11)
 # 3.11/3.12 push the NULL before the callable; 3.13 pushes it after.
 NULL_BEFORE_CALLABLE = PY_VERSION < (3, 13)
-# 3.11 LOAD_GLOBAL's low oparg bit asks for a NULL to be pushed too.
-LOAD_GLOBAL_PUSHES_NULL_BIT = PY_VERSION >= (3, 11)
 # 3.12+: LOAD_ATTR's low oparg bit is 3.11's LOAD_METHOD.
 LOAD_ATTR_METHOD_BIT = PY_VERSION >= (3, 12)
 # 3.11/3.12 name a call's keywords with KW_NAMES; 3.13 pushes them and calls CALL_KW.

@@ -161,17 +161,20 @@ def enclosing_loop(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
 def _normally_reaches(decoded: DecodedCode, start: int, goal: int) -> bool:
     """Whether ``goal`` follows ``start`` on a path within ``start..goal`` that raises no
     exception."""
-    seen = {start}
+    return goal in _normally_reached(decoded, start, range(start, goal + 1))
+
+
+def _normally_reached(decoded: DecodedCode, start: int, within: range) -> set[int]:
+    """The instructions of ``within`` that paths from ``start`` inside it reach without
+    raising."""
+    reached = {start}
     work = [start]
     while work:
-        i = work.pop()
-        if i == goal:
-            return True
-        for successor, _ in _successors(decoded, i):
-            if start <= successor <= goal and successor not in seen:
-                seen.add(successor)
+        for successor, _ in _successors(decoded, work.pop()):
+            if successor in within and successor not in reached:
+                reached.add(successor)
                 work.append(successor)
-    return False
+    return reached
 
 
 def _block_end(decoded: DecodedCode, index: int) -> int:
@@ -394,14 +397,7 @@ def _tails(decoded: DecodedCode, region: range) -> frozenset[int]:
             if pred not in reaches:
                 reaches.add(pred)
                 work.append(pred)
-    normal = {region[0]}
-    work = [region[0]]
-    while work:
-        for successor, _ in _successors(decoded, work.pop()):
-            if successor in region and successor not in normal:
-                normal.add(successor)
-                work.append(successor)
-    return frozenset(normal - reaches)
+    return frozenset(_normally_reached(decoded, region[0], region) - reaches)
 
 
 def _past_pops(

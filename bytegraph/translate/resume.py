@@ -148,9 +148,6 @@ def _real_index(code: types.CodeType, index: int) -> int:
     return index - sum(inst.opname == "EXTENDED_ARG" for inst in instructions[:index])
 
 
-def _real_indices(code: types.CodeType) -> tuple[int, ...]:
-    return tuple(i.index for i in decode(code).instructions if i.opname != "EXTENDED_ARG")
-
 
 def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     base = spec.base_code
@@ -186,8 +183,7 @@ def _entered_code(
     """
     body = list(bc.Bytecode.from_code(base))
     base_index = {
-        id(instr): index
-        for instr, index in zip((i for i in body if isinstance(i, bc.Instr)), _real_indices(base))
+        id(body[position]): index for index, position in instr_positions(decode(base), body).items()
     }
     _set_try_depths(base, body)
     routed = _routed_sites(base, body, target, stubs) if route is not None else []
