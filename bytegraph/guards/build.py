@@ -155,15 +155,20 @@ class GuardFunctionBuilder:
 
     @staticmethod
     def _sizes(e: Callable[[], str], snap: TensorSnapshot) -> list[str]:
-        """Exact shape and strides; with dynamic dimensions, the static sizes and
-        contiguity (the sizes' own relations are SHAPE guards)."""
-        if not snap.dynamic:
+        """Exact shape and strides; with symbolic sizes or strides, the static ones (the
+        symbolic ones' relations are SHAPE guards: ``x.stride()[0] == x.size()[1]``)."""
+        if not snap.dynamic and not snap.dynamic_strides:
             return [f"{e()}.shape == {snap.shape!r}", f"{e()}.stride() == {snap.stride!r}"]
         parts = [f"{e()}.dim() == {len(snap.shape)}"]
         parts += [
             f"{e()}.size({i}) == {n}" for i, n in enumerate(snap.shape) if i not in snap.dynamic
         ]
-        parts.append(f"{e()}.is_contiguous()")
+        if not snap.dynamic_strides:  # one call for them all (a contiguous (s0, 8): (8, 1))
+            return [*parts, f"{e()}.stride() == {snap.stride!r}"]
+        parts += [
+            f"{e()}.stride({i}) == {n}" for i, n in enumerate(snap.stride)
+            if i not in snap.dynamic_strides
+        ]
         return parts
 
     def add_global_state(self, default_device: bool = False) -> None:
@@ -183,15 +188,33 @@ class GuardFunction:
     def __init__(
         self,
         check: Callable[..., bool],
-        parts: list[str],
-        constants: list[Any],
+        guards: Sequence[Guard],
+        default_device: bool,
         make: Callable[[str, str | None], Callable[..., Any]],
     ) -> None:
         self.check = check
-        self.parts = parts
-        self.constants = constants
+        self._guards = guards
+        self._default_device = default_device
+        self._plain: GuardFunctionBuilder | None = None
         self._make = make
         self._first_failure: Callable[..., int] | None = None
+
+    @property
+    def parts(self) -> list[str]:
+        """One self-contained expression per condition, in the order they are checked."""
+        return self._plain_form().parts
+
+    @property
+    def constants(self) -> list[Any]:
+        """The values ``___c<i>`` names in ``parts`` (and in the fast form, which numbers
+        its constants in the same order)."""
+        return self._plain_form().constants
+
+    def _plain_form(self) -> GuardFunctionBuilder:
+        # Built on demand: only reports and the diagnosis of a failed guard read it.
+        if self._plain is None:
+            self._plain = _built(GuardFunctionBuilder(), self._guards, self._default_device)
+        return self._plain
 
     def first_failure(self, args: tuple, kwargs: dict) -> str | None:
         """The text of the first guard that fails for this call, or None."""
@@ -268,26 +291,45 @@ def build_guard_function(
     The fast form reads each source once; the plain form (one self-contained
     expression per guard) is what reports and failure diagnosis use.
     """
-    plain, fast = GuardFunctionBuilder(), GuardFunctionBuilder(share_reads=True)
-    for builder in (plain, fast):
-        builder.add_global_state(default_device)
-        for guard in guards:
-            builder.add(guard)
-        builder.finish()
+    fast = _built(GuardFunctionBuilder(share_reads=True), guards, default_device)
     body = " and ".join(f"({p})" for p in fast.parts) or "True"
     make = _maker(fn, fast.constants)
-    return GuardFunction(make(f"    return {body}", "False"), plain.parts, plain.constants, make)
+    return GuardFunction(make(f"    return {body}", "False"), guards, default_device, make)
+
+
+def _built(
+    builder: GuardFunctionBuilder, guards: Sequence[Guard], default_device: bool
+) -> GuardFunctionBuilder:
+    builder.add_global_state(default_device)
+    for guard in guards:
+        builder.add(guard)
+    builder.finish()
+    return builder
 
 
 def _connected(edges: list[tuple[Source, ...]]) -> list[list[Source]]:
-    """Groups of sources linked by any DISTINCT guard, each in first-seen order."""
-    groups: list[list[Source]] = []
+    """Groups of sources linked by any DISTINCT guard, each in first-seen order. Sources
+    are told apart by their text, as the guard function reads them."""
+    parent: dict[str, str] = {}
+    by_text: dict[str, Source] = {}
+
+    def root(text: str) -> str:
+        while parent[text] != text:
+            text = parent[text]
+        return text
+
     for linked in edges:
-        touching = [g for g in groups if any(s in g for s in linked)]
-        merged = [s for g in touching for s in g]
-        merged += [s for s in linked if s not in merged]
-        groups = [g for g in groups if g not in touching] + [merged]
-    return groups
+        texts = [source.expr() for source in linked]
+        for text, source in zip(texts, linked):
+            parent.setdefault(text, text)
+            by_text.setdefault(text, source)
+        first = root(texts[0])
+        for text in texts[1:]:
+            parent[root(text)] = first
+    groups: dict[str, list[Source]] = {}
+    for text in parent:  # in insertion order: each group in order of its first source
+        groups.setdefault(root(text), []).append(by_text[text])
+    return list(groups.values())
 
 
 def _maker(

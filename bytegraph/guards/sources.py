@@ -68,7 +68,20 @@ def _is_literal(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Source:
+    # ``expr()``'s text, made once: a guard function names one source many times (every
+    # child's text starts with its base's), and building it again was most of the time
+    # spent building guards (GPT-2: 830 guards, 9 ms of 24).
+    _text: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
     def expr(self) -> str:
+        """A Python expression that reads this value in a guard function."""
+        text = self._text
+        if text is None:
+            text = self._expr()
+            object.__setattr__(self, "_text", text)
+        return text
+
+    def _expr(self) -> str:
         raise NotImplementedError
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -88,7 +101,7 @@ class LocalSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return local_name(self.name)
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -101,7 +114,7 @@ class GlobalSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"___G[{self.name!r}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -116,7 +129,7 @@ class StateCallSource(Source):
     fn: Any
     args: tuple = ()
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"{const_expr(self.fn)}({', '.join(const_expr(a) for a in self.args)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -136,7 +149,7 @@ class ModuleGlobalSource(Source):
     def dict_expr(self) -> str:
         return f"__import__('sys').modules[{self.module!r}].__dict__"
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"{self.dict_expr()}[{self.name!r}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -153,7 +166,7 @@ class BuiltinSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"___B[{self.name!r}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -166,7 +179,7 @@ class ClosureCellSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"___cell_{self.name}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -186,7 +199,7 @@ class ChildSource(Source):
 class AttrSource(ChildSource):
     attr: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"{self.base.expr()}.{self.attr}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -198,7 +211,7 @@ class AttrSource(ChildSource):
 class CallResultSource(ChildSource):
     """``base()``: what a weak reference points to (calling it has no side effect)."""
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"{self.base.expr()}()"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -212,7 +225,7 @@ class GetItemSource(ChildSource):
 
     index: object
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"{self.base.expr()}[{const_expr(self.index)}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:

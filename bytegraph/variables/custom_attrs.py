@@ -49,7 +49,7 @@ class GenericAttrSource(ChildSource):
 
     attr: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"object.__getattribute__({self.base.expr()}, {self.attr!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -63,7 +63,7 @@ class GenericAttrSource(ChildSource):
 class TypeSource(ChildSource):
     """``type(base)``: the class of an object whose attribute reads are customised."""
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"type({self.base.expr()})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -78,7 +78,7 @@ class HasAttrSource(ChildSource):
 
     attr: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"hasattr({self.base.expr()}, {self.attr!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:

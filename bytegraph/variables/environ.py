@@ -36,7 +36,7 @@ class EnvironItemSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"__import__('os').environ.get({self.name!r})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:

@@ -53,7 +53,7 @@ class TorchModuleGlobalSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"__import__('torch').nn.modules.module.{self.name}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:

@@ -52,7 +52,7 @@ class SetElementsSource(Source):
 
     base: Source
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"tuple({self.base.expr()})"
 
     @property

@@ -60,7 +60,7 @@ class MappingKeysSource(ChildSource):
 
     mapping_type: type
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"tuple({_base_expr(self.mapping_type)}.keys({self.base.expr()}))"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
@@ -73,7 +73,7 @@ class MappingItemSource(ChildSource):
 
     key: Any
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"dict.__getitem__({self.base.expr()}, {const_expr(self.key)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:

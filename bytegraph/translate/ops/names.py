@@ -205,7 +205,7 @@ class SysModulesSource(Source):
 
     name: str
 
-    def expr(self) -> str:
+    def _expr(self) -> str:
         return f"__import__('sys').modules[{self.name!r}]"
 
     def reconstruct(self, codegen: Any) -> None:
