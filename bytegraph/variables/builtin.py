@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.method_arguments import positional_bounds
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -200,12 +201,18 @@ _ARITY: dict[Any, tuple[int, float]] = {
     collections.defaultdict: (0, 2), functools.reduce: (2, 3), builtins.zip: (0, math.inf),
 }
 _SIGNATURES: dict[Any, inspect.Signature | None] = {}
+# Per function with a signature: its positional bounds, where a positional-only call
+# needs no more checking than a count (no keyword-only parameter without a default);
+# Signature.bind costs 15 us a call, and most builtin calls have no keywords.
+_POSITIONAL_BOUNDS: dict[Any, tuple[int, float] | None] = {}
 
 
 def check_arguments(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
     """Unsupported if ``fn(*args, **kwargs)`` has the wrong arguments (TypeError in eager),
     so handlers can unpack them freely."""
     bounds = _ARITY.get(fn)
+    if bounds is None and not kwargs:
+        bounds = _POSITIONAL_BOUNDS.get(fn)
     if bounds is not None:
         if not bounds[0] <= len(args) <= bounds[1]:
             raise Unsupported("call_raises_type_error", f"{_name(fn)}() with {len(args)} arguments")
@@ -215,6 +222,7 @@ def check_arguments(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
             _SIGNATURES[fn] = inspect.signature(fn)
         except (TypeError, ValueError):
             _SIGNATURES[fn] = None
+        _POSITIONAL_BOUNDS[fn] = positional_bounds(_SIGNATURES[fn])
     signature = _SIGNATURES[fn]
     if signature is None:
         return
