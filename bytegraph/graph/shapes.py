@@ -41,28 +41,67 @@ if TYPE_CHECKING:
     from bytegraph.guards.sources import Source
 
 
+@dataclasses.dataclass(frozen=True)
+class InferredStride:
+    """A stride recorded as ``size(dim) * stride(dim)``: what it is when the tensor is
+    dense past dimension ``dim`` (the dimension with the next smaller stride)."""
+
+    dim: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One call's sizes and strides of a tensor, its strides also in inferred form.
+
+    The inferred form is torch.compile's (``record_automatic_dynamic``): walking the
+    strides from smallest to largest, a stride equal to ``size * stride`` of a dimension
+    already walked is recorded as ``InferredStride`` of that dimension, any other as its
+    number. A contiguous tensor whose sizes change keeps its form: ``(InferredStride(1),
+    1)`` for every ``(b, n)``; ``ids[:, -1:]`` of a growing ``ids`` does not: ``(n, 1)``.
+    """
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    forms: tuple[int | InferredStride, ...]
+
+    @staticmethod
+    def of(t: torch.Tensor) -> Layout:
+        shape, stride = tuple(t.shape), tuple(t.stride())
+        forms: list[int | InferredStride] = list(stride)
+        candidates: dict[int, InferredStride] = {}
+        for value, minus_dim in sorted((s, -i) for i, s in enumerate(stride)):
+            dim = -minus_dim
+            forms[dim] = candidates.get(value, value)
+            candidates.setdefault(value * shape[dim], InferredStride(dim))
+        return Layout(shape, stride, tuple(forms))
+
+
 @dataclasses.dataclass
 class DynamicDims:
     """Per compiled function: which dimensions of which arguments are dynamic.
 
     ``automatic``: a dimension whose size changed between two compiles becomes
-    dynamic for every later one (the first compile is always static).
+    dynamic for every later one (the first compile is always static), and so does a
+    stride whose inferred form changed (``Layout``: a slice of a growing tensor).
     ``everything``: every dimension of every tensor argument is dynamic from
-    the first call (``dynamic=True``).
+    the first call (``dynamic=True``); strides are then symbolic where the sizes do
+    not determine them.
     """
 
     automatic: bool = True
     everything: bool = False
-    seen: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    seen: dict[Source, Layout] = dataclasses.field(default_factory=dict)
     dims: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
+    strides: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
     # Tensors the graphs read through an argument object (a KV cache's
-    # ``cache.layers[0].keys``): their sizes at the last compile (``note_inputs``).
-    inputs: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    # ``cache.layers[0].keys``): their layouts at the last compile (``note_inputs``).
+    inputs: dict[Source, Layout] = dataclasses.field(default_factory=dict)
     seen_ints: dict[Source, int] = dataclasses.field(default_factory=dict)
     ints: set[Source] = dataclasses.field(default_factory=set)
 
     def update(self, frame_values: dict[str, Any]) -> list[str]:
-        """Note this call's argument sizes; what changed (one line each, for the log)."""
+        """Note this call's argument sizes and strides; what changed (one line each,
+        for the log)."""
         changes = []
         for source, number in argument_ints(frame_values):
             before = self.seen_ints.get(source)
@@ -71,76 +110,94 @@ class DynamicDims:
                 self.ints.add(source)
                 changes.append(f"{source.expr()} changed {before} -> {number}: now dynamic")
         for source, value in argument_tensors(frame_values):
-            shape = tuple(value.shape)
+            layout = Layout.of(value)
             before = self.seen.get(source)
-            self.seen[source] = shape
-            if not self.automatic or before is None or len(before) != len(shape):
-                continue
-            changed = {i for i, (a, b) in enumerate(zip(before, shape)) if a != b}
-            new = changed - self.dims.get(source, frozenset())
-            if new:
-                self.dims[source] = self.dims.get(source, frozenset()) | new
-                changes += [
-                    f"{source.expr()}.size({i}) changed {before[i]} -> {shape[i]}: now dynamic"
-                    for i in sorted(new)
-                ]
+            self.seen[source] = layout
+            if self.automatic and before is not None:
+                changes += self._compare(source, before, layout)
         return changes
 
-    def note_inputs(self, tensor_inputs: tuple[tuple[Source, tuple[int, ...]], ...]) -> None:
-        """Remember the sizes of a new entry's tensor inputs that are no arguments."""
+    def note_inputs(
+        self,
+        tensor_inputs: tuple[tuple[Source, tuple[int, ...]], ...],
+        frame_values: dict[str, Any],
+    ) -> None:
+        """Remember the layouts of a new entry's tensor inputs that are no arguments."""
         from bytegraph.guards.sources import ChildSource
 
-        arguments = {s for s in self.seen}
-        for source, shape in tensor_inputs:
-            if isinstance(source, ChildSource) and source not in arguments:
-                self.inputs[source] = shape
+        for source, _ in tensor_inputs:
+            if isinstance(source, ChildSource) and source not in self.seen:
+                value = read_source(source, frame_values)
+                if type(value) in (torch.Tensor, torch.nn.Parameter):
+                    self.inputs[source] = Layout.of(value)
 
     def update_inputs(self, frame_values: dict[str, Any]) -> list[str]:
         """Like ``update``, for the tensors earlier graphs read through an argument
-        object: a size that changed makes that dimension dynamic for them."""
+        object: a size or stride that changed makes that dimension dynamic for them."""
         changes = []
         if not self.automatic:
             return changes
         for source, before in self.inputs.items():
             value = read_source(source, frame_values)
-            if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.dim() != len(before):
-                continue
-            changed = {i for i, (a, b) in enumerate(zip(before, value.shape)) if a != b}
-            new = changed - self.dims.get(source, frozenset())
-            if new:
-                self.dims[source] = self.dims.get(source, frozenset()) | new
-                changes += [
-                    f"{source.expr()}.size({i}) changed {before[i]} -> {value.shape[i]}: "
-                    "now dynamic" for i in sorted(new)
-                ]
+            if type(value) in (torch.Tensor, torch.nn.Parameter):
+                changes += self._compare(source, before, Layout.of(value))
+        return changes
+
+    def _compare(self, source: Source, before: Layout, now: Layout) -> list[str]:
+        """Make what changed from ``before`` to ``now`` dynamic; a log line for each."""
+        if len(before.shape) != len(now.shape):
+            return []
+        changes = []
+        sizes = {i for i, (a, b) in enumerate(zip(before.shape, now.shape)) if a != b}
+        sizes -= self.dims.get(source, frozenset())
+        if sizes:
+            self.dims[source] = self.dims.get(source, frozenset()) | sizes
+            changes += [
+                f"{source.expr()}.size({i}) changed {before.shape[i]} -> {now.shape[i]}: "
+                "now dynamic" for i in sorted(sizes)
+            ]
+        strides = {i for i, (a, b) in enumerate(zip(before.forms, now.forms)) if a != b}
+        strides -= self.strides.get(source, frozenset())
+        if strides:
+            self.strides[source] = self.strides.get(source, frozenset()) | strides
+            changes += [
+                f"{source.expr()}.stride({i}) changed {before.stride[i]} -> {now.stride[i]}: "
+                "now dynamic" for i in sorted(strides)
+            ]
         return changes
 
     def for_call(self, frame_values: dict[str, Any]) -> DynamicSpec:
-        """The dynamic dimensions of this call's tensor arguments (marks included), and
-        its int arguments that are symbolic."""
-        result = {}
+        """The dynamic dimensions and strides of this call's tensor arguments (marks
+        included), and its int arguments that are symbolic."""
+        sizes, strides = {}, {}
         for source, value in argument_tensors(frame_values):
             dims = set(self.dims.get(source, ()))
             if self.everything:
                 dims.update(range(value.dim()))
             dims.update(getattr(value, MARKED_DYNAMIC, ()))
-            dims.difference_update(getattr(value, MARKED_STATIC, ()))
+            static = getattr(value, MARKED_STATIC, frozenset())
+            dims.difference_update(static)
             if dims:
-                result[source] = frozenset(dims)
-        result.update((s, d) for s, d in self.dims.items() if s in self.inputs)
+                sizes[source] = frozenset(dims)
+            if self.strides.get(source, frozenset()) - static:
+                strides[source] = self.strides[source] - static
+        sizes.update((s, d) for s, d in self.dims.items() if s in self.inputs)
+        strides.update((s, d) for s, d in self.strides.items() if s in self.inputs)
         ints = {s for s, _ in argument_ints(frame_values)} if self.everything else self.ints
-        return DynamicSpec(result, frozenset(ints))
+        return DynamicSpec(sizes, frozenset(ints), strides)
 
 
 @dataclasses.dataclass(frozen=True)
 class DynamicSpec:
-    """What one trace makes symbolic: tensor dimensions by source, and int arguments."""
+    """What one trace makes symbolic: tensor dimensions by source, int arguments, and
+    strides by source (beyond those the sizes make symbolic)."""
 
     tensors: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
     ints: frozenset[Source] = frozenset()
+    strides: dict[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.tensors or self.ints)
+        return bool(self.tensors or self.ints or self.strides)
 
 
 def argument_ints(frame_values: dict[str, Any]) -> list[tuple[Source, int]]:
@@ -232,6 +289,7 @@ class ShapeSession:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         self.dynamic = dynamic.tensors  # argument tensor's source -> its dynamic dimensions
+        self.strides = dynamic.strides  # argument tensor's source -> its dynamic strides
         self.ints = dynamic.ints  # int arguments that are symbolic
         self.env = ShapeEnv(  # data-dependent values: only where a switch lets them in
             allow_scalar_outputs=config.capture_scalar_outputs,
@@ -255,21 +313,33 @@ class ShapeSession:
         return config.capture_scalar_outputs or config.capture_dynamic_output_shape_ops
 
     def fake_input(self, real: torch.Tensor, source: Source) -> torch.Tensor:
-        """The fake tensor standing for the input ``real`` read through ``source``."""
+        """The fake tensor standing for the input ``real`` read through ``source``.
+
+        Dynamic sizes get a symbol each; a dynamic stride (one whose layout changed)
+        gets its own, and any other stride is inferred as torch.compile infers it: from
+        the sizes where the tensor is dense past the next smaller stride (a contiguous
+        ``(s0, s1)`` has strides ``(s1, 1)``), a number where the sizes are all static,
+        and a symbol of its own otherwise (``x[:, :n]`` of a buffer: ``(s2, 1)``).
+        """
         from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
         dims = self.dynamic.get(source, frozenset())
-        if dims and not real.is_contiguous():
-            dims = frozenset()  # strides then guard exactly; only contiguous inputs go symbolic
-        if not dims:  # (a parameter, most often): no symbols, half the cost
+        strides = self.strides.get(source, frozenset())
+        if not dims and not strides:  # (a parameter, most often): no symbols, half the cost
             return self.fake_mode.from_tensor(real, static_shapes=True)
-        context = StatelessSymbolicContext(dynamic_sizes=[
-            DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())
-        ])
+        context = StatelessSymbolicContext(
+            dynamic_sizes=[
+                DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())
+            ],
+            dynamic_strides=[
+                DimDynamic.DYNAMIC if i in strides else DimDynamic.INFER_STRIDE
+                for i in range(real.dim())
+            ],
+        )
         fake = self.fake_mode.from_tensor(
             real, symbolic_context=context, source=_ShapeSource(source.expr())
         )
-        if any(is_symbolic(d) for d in fake.shape):
+        if any(is_symbolic(d) for d in (*fake.shape, *fake.stride())):
             self._symbolic.append((fake, source))
             for dim, bounds in getattr(real, MARKED_DYNAMIC, {}).items():
                 self._ranges.append((source, dim, *bounds))
@@ -300,16 +370,23 @@ class ShapeSession:
         return frozenset(i for i, d in enumerate(fake.shape) if is_symbolic(d))
 
     def add_guards(self, output: Any) -> None:
-        """Once the trace (and the backend) decided everything: a dimension the ShapeEnv
-        fixed meanwhile (``s0 <= 2`` with sizes at least 2) is checked as a static size
-        by the tensor's own guard, and the relations left are SHAPE guards."""
+        """Once the trace (and the backend) decided everything: a size or stride the
+        ShapeEnv fixed meanwhile (``s0 <= 2`` with sizes at least 2) is checked as a
+        number by the tensor's own guard, and the relations left are SHAPE guards
+        (``x.stride()[0] == x.size()[1]`` for a contiguous ``x`` of dynamic sizes)."""
         from bytegraph.guards.guard import Guard, GuardKind
 
         for fake, source in self._symbolic:
             key = (GuardKind.TENSOR_MATCH, source)
             guard = output.guards.get(key)
             if guard is not None and isinstance(fake, torch.Tensor):
-                snapshot = dataclasses.replace(guard.expected, dynamic=self.dynamic_dims(fake))
+                snapshot = dataclasses.replace(
+                    guard.expected,
+                    dynamic=self.dynamic_dims(fake),
+                    dynamic_strides=frozenset(
+                        i for i, s in enumerate(fake.stride()) if is_symbolic(s)
+                    ),
+                )
                 output.guards[key] = Guard(guard.kind, source, snapshot)
         for source, condition in self.guard_code():
             output.add_guard(GuardKind.SHAPE, source, condition)

@@ -159,16 +159,9 @@ class GuardFunctionBuilder:
         symbolic ones' relations are SHAPE guards: ``x.stride()[0] == x.size()[1]``)."""
         if not snap.dynamic and not snap.dynamic_strides:
             return [f"{e()}.shape == {snap.shape!r}", f"{e()}.stride() == {snap.stride!r}"]
-        parts = [f"{e()}.dim() == {len(snap.shape)}"]
-        parts += [
-            f"{e()}.size({i}) == {n}" for i, n in enumerate(snap.shape) if i not in snap.dynamic
-        ]
-        if not snap.dynamic_strides:  # one call for them all (a contiguous (s0, 8): (8, 1))
-            return [*parts, f"{e()}.stride() == {snap.stride!r}"]
-        parts += [
-            f"{e()}.stride({i}) == {n}" for i, n in enumerate(snap.stride)
-            if i not in snap.dynamic_strides
-        ]
+        parts = [f"{e()}.dim() == {len(snap.shape)}"] if snap.dynamic else []
+        parts += _known(lambda: f"{e()}.shape", snap.shape, snap.dynamic)
+        parts += _known(lambda: f"{e()}.stride()", snap.stride, snap.dynamic_strides)
         return parts
 
     def add_global_state(self, default_device: bool = False) -> None:
@@ -255,6 +248,25 @@ class GuardFunction:
 
     def __str__(self) -> str:
         return "\n".join(self.describe(p) for p in self.parts)
+
+
+def _known(read: Callable[[], str], values: tuple[int, ...], symbolic: frozenset[int]) -> list[str]:
+    """``read`` compared where it is not symbolic, one comparison per run of static items
+    (``x.stride()[1:] == (8, 1)``): ``x.stride(1)`` costs a call each, a slice does not."""
+    parts, start = [], 0
+    while start < len(values):
+        stop = start
+        while stop < len(values) and stop not in symbolic:
+            stop += 1
+        if stop - start == len(values):
+            parts.append(f"{read()} == {values!r}")
+        elif stop - start == 1:
+            parts.append(f"{read()}[{start}] == {values[start]}")
+        elif stop > start:
+            end = "" if stop == len(values) else stop
+            parts.append(f"{read()}[{start}:{end}] == {values[start:stop]!r}")
+        start = stop + 1
+    return parts
 
 
 def _float_bits(value: Any) -> tuple[str, ...] | None:

@@ -38,9 +38,10 @@ class TensorSnapshot:
     stride: tuple[int, ...]
     requires_grad: bool
     is_leaf: bool  # only ever False when requires_grad is True
-    # Dimensions whose size is symbolic (graph/shapes.py): not compared; the tensor is
-    # contiguous instead of having these exact strides.
+    # Dimensions whose size, and those whose stride, is symbolic (graph/shapes.py): not
+    # compared; their relations are SHAPE guards.
     dynamic: frozenset[int] = frozenset()
+    dynamic_strides: frozenset[int] = frozenset()
 
     @staticmethod
     def of(t: torch.Tensor, dynamic: frozenset[int] = frozenset()) -> TensorSnapshot:
