@@ -9,8 +9,10 @@ returns.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -20,6 +22,7 @@ import torch.fx
 from bytegraph.bytecode import assemble, compat
 from bytegraph.exc import InternalError
 from bytegraph.graph.rerun import OnGraphError, rerun
+from bytegraph.guards.sources import LocalSource, Source
 
 if TYPE_CHECKING:
     from bytegraph.graph.output_graph import GraphInput
@@ -43,12 +46,50 @@ class PyCodegen:
         self.graph_outputs = graph_outputs or {}
         # Objects created during the trace are built once, then reloaded: identity holds.
         self._built: dict[int, str] = {}
+        # While graph inputs load: the bases two or more of them are read through, and
+        # the locals that hold the ones read so far (``share_reads``).
+        self._shared: frozenset[Source] = frozenset()
+        self._read: dict[Source, str] = {}
 
     def append(self, *instrs: bc.Instr | bc.Label) -> None:
         self.instructions.extend(instrs)
 
     def load_const(self, value: Any) -> None:
         self.append(bc.Instr("LOAD_CONST", value))
+
+    def load_source(self, source: Source) -> None:
+        """Leave the value ``source`` reads on the stack (from its local, if shared)."""
+        name = self._read.get(source)
+        if name is not None:
+            self.append(bc.Instr("LOAD_FAST", name))
+            return
+        source.reconstruct(self)
+        if source in self._shared:
+            name = self._read[source] = f"___read{len(self._read)}"
+            self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", name))
+
+    @contextlib.contextmanager
+    def share_reads(self, sources: Iterable[Source]) -> Iterator[None]:
+        """Within the block, each base that two or more of ``sources`` are read through
+        is read once and kept in a local. A model's parameters all start with the same
+        ``self._modules['transformer']._modules['h']...``: read per parameter, those
+        walks were three quarters of GPT-2's transformed code, every call. Only for a
+        block that runs no user code: a later read must see what the user code set."""
+        sources = set(sources)
+        # A base is worth a local where the reads part ways: two distinct next steps
+        # (or it is itself read and also read through).
+        ways: dict[Source, set[Source | None]] = collections.defaultdict(set)
+        for source in sources:
+            for child, base in _steps(source):
+                ways[base].add(child)
+        self._shared = frozenset(
+            base for base, nexts in ways.items()
+            if len(nexts) + (base in sources) > 1 and not isinstance(base, LocalSource)
+        )
+        try:
+            yield
+        finally:
+            self._shared, self._read = frozenset(), {}
 
     def __call__(self, vt: VariableTracker) -> None:
         """Leave the real value of ``vt`` on the stack."""
@@ -133,8 +174,9 @@ class PyCodegen:
             guarded = bc.TryBegin(on_error, push_lasti=False, stack_depth=0)
             self.append(guarded)
         self.load_callable(compiled)
-        for graph_input in inputs:
-            graph_input.source.reconstruct(self)
+        with self.share_reads(graph_input.source for graph_input in inputs):
+            for graph_input in inputs:
+                self.load_source(graph_input.source)
         self.append(*assemble.call(len(inputs)), bc.Instr("STORE_FAST", GRAPH_OUT))
         if guarded is not None:
             self.append(bc.TryEnd(guarded))
@@ -172,6 +214,14 @@ class PyCodegen:
         else:
             self.load_const(None)
         self.append(*assemble.call(5), bc.Instr("RETURN_VALUE"))
+
+
+def _steps(source: Source) -> Iterator[tuple[Source, Source]]:
+    """(child, base) for each step of the reads that reach ``source``, nearest first."""
+    base = getattr(source, "base", None)
+    while isinstance(base, Source):
+        yield source, base
+        source, base = base, getattr(base, "base", None)
 
 
 def transformed_code(

@@ -203,7 +203,7 @@ class AttrSource(ChildSource):
         return f"{self.base.expr()}.{self.attr}"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.append(assemble.load_attr(self.attr))
 
 
@@ -215,7 +215,7 @@ class CallResultSource(ChildSource):
         return f"{self.base.expr()}()"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.load_callable_with(lambda: self.base.reconstruct(codegen))
+        codegen.load_callable_with(lambda: codegen.load_source(self.base))
         codegen.append(*codegen.call_instrs(0))
 
 
@@ -229,6 +229,6 @@ class GetItemSource(ChildSource):
         return f"{self.base.expr()}[{const_expr(self.index)}]"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.load_const(self.index)
         codegen.append(bc.Instr("BINARY_SUBSCR"))

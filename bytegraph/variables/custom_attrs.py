@@ -54,7 +54,7 @@ class GenericAttrSource(ChildSource):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(object.__getattribute__)
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.load_const(self.attr)
         codegen.append(*assemble.call(2))
 
@@ -68,7 +68,7 @@ class TypeSource(ChildSource):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(type)
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.append(*assemble.call(1))
 
 
@@ -83,7 +83,7 @@ class HasAttrSource(ChildSource):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(hasattr)
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.load_const(self.attr)
         codegen.append(*assemble.call(2))
 

@@ -61,7 +61,7 @@ class SetElementsSource(Source):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(tuple)
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.append(*assemble.call(1))
 
 

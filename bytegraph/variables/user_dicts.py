@@ -78,7 +78,7 @@ class MappingItemSource(ChildSource):
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(dict.__getitem__)
-        self.base.reconstruct(codegen)
+        codegen.load_source(self.base)
         codegen.load_const(self.key)
         codegen.append(*assemble.call(2))
 

@@ -11,6 +11,7 @@ block must be one graph, match eager (also their gradients under
 from __future__ import annotations
 
 import copy
+import dis
 import math
 
 import pytest
@@ -311,6 +312,25 @@ def test_compiled_module_is_one_graph(make, shape, counting_backend) -> None:
     assert len(compiled._compiled_forward.entries) == 1
     placeholders = [n for n in counting_backend.graphs[0].graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == 1 + len(list(model.parameters()))
+
+
+def test_parameters_load_through_shared_reads(counting_backend) -> None:
+    """The transformed code reads ``self._modules['layers']._modules`` once for the 8
+    parameters under it, not once per parameter; swapping a layer's weight between
+    calls is still seen (the shared reads are made afresh on every call)."""
+    model = MLP(width=8, depth=4)
+    twin = copy.deepcopy(model)
+    compiled = bytegraph.compile(twin, backend=counting_backend)
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+    (entry,) = compiled._compiled_forward.entries
+    loads = [i.argval for i in dis.get_instructions(entry.run.__code__)]
+    assert loads.count("layers") == 1, loads
+    assert loads.count("_parameters") == 4, loads  # one per layer, shared by weight and bias
+    for m in (model, twin):
+        m.layers[2].weight = nn.Parameter(torch.full((8, 8), 0.5))
+    torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+    assert counting_backend.calls == 1
 
 
 @pytest.mark.parametrize(
