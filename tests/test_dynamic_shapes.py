@@ -216,3 +216,121 @@ def test_negative_ints_become_symbolic_too(differential, counting_backend) -> No
     compiled = differential.compile(offset_by_sum)
     for value in (2.0, -3.0, -7.0, 5.0):
         differential.check(offset_by_sum, compiled, (torch.full((3,), value), []))
+
+
+# Strides: a non-contiguous input whose sizes change, or whose strides change (a slice of
+# a growing tensor), is made dynamic like a size. ``differential.check`` clones its
+# arguments densely, so these call both functions on the very same views.
+
+
+def scaled_rows(x):
+    return (x * 2).sum(0) + x.shape[1]
+
+
+def _same_at_every_call(fn, compiled, inputs) -> None:
+    for step, x in enumerate(inputs):
+        torch.testing.assert_close(compiled(x), fn(x), msg=lambda m, s=step: f"call {s}: {m}")
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_slice_of_a_buffer_swept_over_sizes_compiles_twice(backend) -> None:
+    """``x[:, :n]`` of a fixed buffer: strides (30, 1) whatever n, so its stride 0 is
+    a symbol of its own in the dynamic entry (it was made static: one entry per n)."""
+    buffer = torch.randn(4, 30)
+    compiled = bytegraph.compile(scaled_rows, backend=backend)
+    _same_at_every_call(scaled_rows, compiled, [buffer[:, :n] for n in range(3, 13)])
+    assert len(compiled.entries) == 2
+    guard = str(compiled.entries[0].guard)
+    assert "x.stride()[1] == 1" in guard and "is_contiguous" not in guard
+
+
+def test_a_transposed_input_swept_over_sizes_compiles_twice(counting_backend) -> None:
+    compiled = bytegraph.compile(scaled_rows, backend=counting_backend)
+    _same_at_every_call(scaled_rows, compiled, [torch.randn(n, 4).t() for n in range(3, 13)])
+    assert counting_backend.calls == 2
+
+
+def test_a_strided_slice_swept_over_sizes_compiles_twice(counting_backend) -> None:
+    buffer = torch.randn(8, 30)
+    compiled = bytegraph.compile(scaled_rows, backend=counting_backend)
+    _same_at_every_call(scaled_rows, compiled, [buffer[::2, :n] for n in range(3, 13)])
+    assert counting_backend.calls == 2
+
+
+def _growing(steps):
+    """``ids[:, -1:]`` of an ids tensor one column longer each step: shape (2, 1)
+    always, stride (n, 1) and storage offset n - 1 changing."""
+    ids, tokens = torch.randint(0, 9, (2, 3)).float(), []
+    for _ in range(steps):
+        ids = torch.cat([ids, ids[:, -1:] + 1], 1)
+        tokens.append(ids[:, -1:])
+    return tokens
+
+
+def test_a_stride_that_changes_becomes_dynamic(counting_backend, caplog) -> None:
+    bytegraph.set_logs("recompiles")
+    compiled = bytegraph.compile(scaled_rows, backend=counting_backend)
+    _same_at_every_call(scaled_rows, compiled, _growing(10))
+    assert counting_backend.calls <= 2
+    messages = [r.getMessage() for r in caplog.records if r.name == "bytegraph.recompiles"]
+    assert any("x.stride(0) changed 4 -> 5: now dynamic" in m for m in messages), messages
+    guard = str(compiled.entries[0].guard)
+    assert "x.shape == (2, 1)" in guard and "x.stride()[1] == 1" in guard
+
+
+def stride_values(x):
+    return x * x.stride(0) + x.stride(1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_reading_a_dynamic_stride_gives_eagers_value(backend) -> None:
+    compiled = bytegraph.compile(stride_values, backend=backend)
+    _same_at_every_call(stride_values, compiled, _growing(5))
+    assert len(compiled.entries) == 2
+    buffer = torch.randn(4, 30)
+    _same_at_every_call(stride_values, compiled, [buffer[:, :n] for n in (3, 4, 5)])
+
+
+def contiguous_or_not(x):
+    return x.view(-1) * 2 if x.is_contiguous() else x.sum(0)
+
+
+def test_an_input_turning_contiguous_and_back_stays_correct(counting_backend) -> None:
+    buffer = torch.randn(4, 30)
+    inputs = [
+        buffer[:, :5], buffer[:, :5].contiguous(), buffer[:, 5:10], torch.randn(4, 5),
+        buffer[:, :6], torch.randn(4, 6), buffer[:, :7], torch.randn(4, 8), buffer[:, :2],
+    ]
+    for fn in (contiguous_or_not, scaled_rows):
+        compiled = bytegraph.compile(fn, backend=counting_backend)
+        _same_at_every_call(fn, compiled, inputs)
+        # Two static entries, then one size-generic entry each for contiguous inputs
+        # (x.stride()[0] == x.size()[1]) and for the others (!=).
+        assert len(compiled.entries) == 4
+
+
+def test_a_contiguous_dynamic_entry_guards_its_strides(counting_backend) -> None:
+    """Symbolic sizes make the strides expressions of them: the guard checks the
+    relation (``x.stride()[0] == x.size()[1]``), and a slice with the same sizes fails it."""
+    compiled = bytegraph.compile(scaled_rows, backend=counting_backend, dynamic=True)
+    _same_at_every_call(scaled_rows, compiled, [torch.randn(3, 4), torch.randn(5, 7)])
+    assert counting_backend.calls == 1
+    assert "x.stride()[0] == x.size()[1]" in str(compiled.entries[0].guard)
+    view = torch.randn(5, 30)[:, :7]
+    assert not compiled.entries[0].guard.check(view)
+    _same_at_every_call(scaled_rows, compiled, [view])
+
+
+def offset_times(x):
+    return x * x.storage_offset()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_storage_offset_read_is_never_stale(backend) -> None:
+    """No tensor guard compares storage offsets, so a program that reads one guards it:
+    slices at new offsets recompile (Inductor would read a symbolic one as 0)."""
+    compiled = bytegraph.compile(offset_times, backend=backend)
+    base = torch.arange(40.0).view(4, 10)
+    inputs = [base.view(-1)[1:5], base.view(-1)[2:6], *_growing(3)]
+    inputs += [base[:, n : 2 * n] for n in (2, 3, 4)]
+    _same_at_every_call(offset_times, compiled, inputs)

@@ -6,8 +6,10 @@ guard checks each size. When a dimension is *dynamic* (``dynamic=True``,
 the trace runs with a ``ShapeSession``: every tensor of that trace is a fake
 tensor of one ``FakeTensorMode`` over one ``ShapeEnv``
 (``torch.fx.experimental.symbolic_shapes``), dynamic dimensions get a symbol
-(``s0``), and metadata propagates through the fake mode, which reasons about
-symbols where meta tensors cannot. Static traces never pay for this: they
+(``s0``), strides are expressions of the sizes or symbols of their own (a
+stride whose layout changed between calls is dynamic too: ``Layout``), and
+metadata propagates through the fake mode, which reasons about symbols where
+meta tensors cannot. Static traces never pay for this: they
 keep the meta-tensor path (``graph/metadata.py``). With
 ``config.capture_scalar_outputs`` or ``config.capture_dynamic_output_shape_ops``
 on, every trace has a session: ``t.item()`` and the size of ``x.nonzero()``

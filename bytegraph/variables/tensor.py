@@ -24,6 +24,7 @@ from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.symbolic import (
     SymIntVariable,
     SymSliceVariable,
+    decide,
     size_item,
     symbolic_or_constant,
 )
@@ -193,6 +194,8 @@ def _fold_method(
         raise Unsupported("operation_raises", detail) from e
     if name == "size" and not const_args and not const_kwargs:
         return _size_of(tx, t)
+    if name == "storage_offset":  # a number, never a graph value (see the guard's docstring)
+        return ConstantVariable(_guard_storage_offsets(tx, t, result))
     if isinstance(result, torch.Size):
         return SizeVariable.of(result)
     if isinstance(result, tuple):
@@ -201,6 +204,25 @@ def _fold_method(
         node = tx.output.create_node("call_method", name, (t.node, *const_args), const_kwargs)
         return symbolic_or_constant(tx, node, result)
     return ConstantVariable(result)
+
+
+def _guard_storage_offsets(tx: InstructionTranslatorBase, t: TensorVariable, offset: Any) -> int:
+    """``t.storage_offset()`` as a number, guarded: no tensor guard compares offsets
+    (``ids[:, -1:]`` of a growing ``ids`` moves call to call), so an input's own offset
+    is guarded, and a computed tensor's by the offset of every input (one of which it
+    may view). A symbolic offset is specialised first: Inductor reads an input's
+    ``sym_storage_offset`` as 0 (its data pointer includes the offset)."""
+    from bytegraph.graph.shapes import is_symbolic
+    from bytegraph.guards.guard import GuardKind
+
+    offset = decide(int, offset)
+    inputs = [t] if t.source is not None else list(tx.output.tensor_by_id.values())
+    for tensor in inputs:
+        value = tensor.example.storage_offset()
+        if tensor.source is not None and not is_symbolic(value):
+            text = f"{tensor.source.expr()}.storage_offset() == {int(value)}"
+            tx.output.add_guard(GuardKind.SHAPE, tensor.source, text)
+    return offset
 
 
 def _size_of(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:

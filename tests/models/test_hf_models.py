@@ -321,3 +321,36 @@ def test_gpt2_kv_cache_decode_loop_compiles_at_most_twice(counting_backend) -> N
         torch.testing.assert_close(g, w, msg=lambda m, step=step: f"step {step}: {m}")
     assert len(compiled._compiled_forward.entries) - prefill <= 2
     assert counting_backend.calls - prefill_graphs <= 2
+
+
+def greedy_decode_from_ids(model, ids, steps):
+    """Like ``greedy_decode``, but each step appends the new token to ``ids`` and feeds
+    ``ids[:, -1:]`` as generation loops do: shape (2, 1) every step, its stride (n, 1)
+    and storage offset growing with ``ids``."""
+    logits, past = [], None
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        for _ in range(steps):
+            past = out.past_key_values
+            logits.append(out.logits[:, -1])
+            ids = torch.cat([ids, out.logits[:, -1].argmax(-1, keepdim=True)], 1)
+            out = model(input_ids=ids[:, -1:], past_key_values=past, use_cache=True)
+        logits.append(out.logits[:, -1])
+    return logits
+
+
+def test_gpt2_decode_loop_over_a_slice_of_ids_compiles_at_most_three_times(
+    counting_backend,
+) -> None:
+    """The prefill; the first step, where the token's stride changed (5 -> 6): a dynamic
+    stride; the second, where the cache's length changed: a dynamic sequence dimension.
+    That entry serves every later step (it recompiled each step when strides were
+    always static)."""
+    model = gpt2().eval()
+    compiled = bytegraph.compile(model, backend=counting_backend)
+    ids = torch.randint(0, 100, (2, 5))
+    got, want = greedy_decode_from_ids(compiled, ids, 20), greedy_decode_from_ids(model, ids, 20)
+    for step, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g, w, msg=lambda m, step=step: f"step {step}: {m}")
+    assert len(compiled._compiled_forward.entries) <= 3
+    assert counting_backend.calls <= 3
