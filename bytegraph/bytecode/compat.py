@@ -30,6 +30,12 @@ HAS_PRECALL = PY_VERSION == (3, 11)
 NULL_BEFORE_CALLABLE = PY_VERSION < (3, 13)
 # 3.12+: LOAD_ATTR's low oparg bit is 3.11's LOAD_METHOD.
 LOAD_ATTR_METHOD_BIT = PY_VERSION >= (3, 12)
+# Low oparg bits that flag something other than the name index, which ``dis`` shifts off
+# for ``argval``: LOAD_GLOBAL's push-NULL bit, 3.12+ LOAD_ATTR's method bit, and
+# LOAD_SUPER_ATTR's (3.12+) method and two-argument bits.
+NAME_OPARG_FLAG_BITS: dict[str, int] = {
+    "LOAD_GLOBAL": 1, "LOAD_ATTR": 1 if LOAD_ATTR_METHOD_BIT else 0, "LOAD_SUPER_ATTR": 2,
+}
 # 3.11/3.12 name a call's keywords with KW_NAMES; 3.13 pushes them and calls CALL_KW.
 HAS_KW_NAMES = PY_VERSION < (3, 13)
 # An exhausted FOR_ITER pops its iterator and jumps past its target: 3.12 names END_FOR
@@ -46,6 +52,9 @@ MAKE_FUNCTION_HAS_FLAGS = PY_VERSION < (3, 13)
 # 3.13: POP_JUMP_IF_TRUE/FALSE take an exact bool, made by TO_BOOL or by a COMPARE_OP
 # whose oparg has this bit (a tensor there would not be tested for truth at all).
 COMPARE_OP_TO_BOOL_BIT = 16 if PY_VERSION >= (3, 13) else 0
+# COMPARE_OP's oparg holds its ``dis.cmp_op`` index above this many bits: 3.12 keeps a
+# specialization mask in the low four, 3.13 that and the to-bool bit in the low five.
+COMPARE_OP_ARG_SHIFT = {(3, 11): 0, (3, 12): 4}.get(PY_VERSION, 5)
 # 3.11/3.12 LOAD_CLOSURE pushes a cell; 3.13 loads it with LOAD_FAST.
 HAS_LOAD_CLOSURE = PY_VERSION < (3, 13)
 
