@@ -27,13 +27,12 @@ reads its config, and a real read would have to refuse from then on.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import ChildSource
+from bytegraph.guards.sources import ChildSource, source_record
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from bytegraph.variables.user_defined import Found, UserDefinedObjectVariable
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class GenericAttrSource(ChildSource):
     """``object.__getattribute__(base, attr)``: the lookup a custom method builds on."""
 
@@ -59,7 +58,7 @@ class GenericAttrSource(ChildSource):
         codegen.append(*assemble.call(2))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class TypeSource(ChildSource):
     """``type(base)``: the class of an object whose attribute reads are customised."""
 
@@ -72,7 +71,7 @@ class TypeSource(ChildSource):
         codegen.append(*assemble.call(1))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class HasAttrSource(ChildSource):
     """``hasattr(base, attr)``: guards that an attribute is still absent (or present)."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import Source
+from bytegraph.guards.sources import Source, source_record
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _READS = frozenset({"get", "__getitem__", "__contains__"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class EnvironItemSource(Source):
     """``os.environ.get(name)``: one variable of the environment, or None."""
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.guards.sources import AttrSource, GetItemSource, Source, source_record
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.module_tree import ModuleTreeMethodVariable, is_tree_method
@@ -47,7 +47,7 @@ _MODULE_LOOKUP = ("_parameters", "_buffers", "_modules")
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class TorchModuleGlobalSource(Source):
     """A global of ``torch.nn.modules.module`` (the global hook dicts), for guards only."""
 

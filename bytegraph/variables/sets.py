@@ -34,7 +34,7 @@ import bytecode as bc
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import GetItemSource, Source
+from bytegraph.guards.sources import GetItemSource, Source, source_record
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.method_arguments import check_method_arguments
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 NEW_VALUE = ValueMutationNew(1)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class SetElementsSource(Source):
     """``tuple(base)``: a set's elements in iteration order, for element guards."""
 

@@ -34,7 +34,7 @@ import bytecode as bc
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import ChildSource, Source, const_expr
+from bytegraph.guards.sources import ChildSource, Source, const_expr, source_record
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
@@ -54,7 +54,7 @@ def _base_expr(base: type) -> str:
     return "dict" if base is dict else "__import__('collections').OrderedDict"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class MappingKeysSource(ChildSource):
     """``tuple(Base.keys(obj))``: the keys in order, whatever the subclass overrides."""
 
@@ -67,7 +67,7 @@ class MappingKeysSource(ChildSource):
         raise Unsupported("mapping_contents", "loading the keys of a mapping (guards only)")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class MappingItemSource(ChildSource):
     """``dict.__getitem__(obj, key)``: an item, bypassing any ``__getitem__`` override."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -13,7 +12,13 @@ import bytecode as bc
 from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import BuiltinSource, GlobalSource, ModuleGlobalSource, Source
+from bytegraph.guards.sources import (
+    BuiltinSource,
+    GlobalSource,
+    ModuleGlobalSource,
+    Source,
+    source_record,
+)
 from bytegraph.translate.ops.exceptions import getattr_raising, vet_attribute
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL, NullVariable, VariableTracker
@@ -199,7 +204,7 @@ for _opname in ("LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS"):
     unsupported_opcode(_opname, "class bodies and annotation scopes use it", min_ver=(3, 12))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@source_record
 class SysModulesSource(Source):
     """``sys.modules[name]``: a module an import statement of the frame returned."""
 
