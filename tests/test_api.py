@@ -274,3 +274,22 @@ def test_varargs_and_varkw_signatures(differential, counting_backend) -> None:
     differential.check(f, compiled, (x, y, z))  # the first entry again
     assert counting_backend.calls == 3
     assert all(len(e.graphs) == 1 for e in compiled.entries)
+
+
+def test_package_never_imports_torch_dynamo() -> None:
+    """bytegraph is its own tracer: no module of it imports ``torch._dynamo`` (torch's
+    internals may, on their own; we neither configure nor call it)."""
+    import ast
+    import pathlib
+
+    offenders = []
+    for path in pathlib.Path(bytegraph.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if any(n == "torch._dynamo" or n.startswith("torch._dynamo.") for n in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []

@@ -302,6 +302,7 @@ class ShapeSession:
         # cache of aten calls checks every new entry by building its output once more,
         # which costs a trace more than its hits save (a fake ``linear`` on a symbolic
         # batch: 13 ms with it, 5 ms without); backends get it back (``backend_context``).
+        self._backend_cache_enabled = self.fake_mode.cache_enabled  # torch's own default
         self.fake_mode.cache_enabled = False
         self.memo = FakeMemo(self.fake_mode)
         self._symbolic: list[tuple[Any, Source]] = []
@@ -365,7 +366,7 @@ class ShapeSession:
         fake mode, which is how AOTAutograd and Inductor find the ShapeEnv."""
         from torch._guards import TracingContext, tracing
 
-        self.fake_mode.cache_enabled = _torch_fake_cache_enabled()
+        self.fake_mode.cache_enabled = self._backend_cache_enabled
         return tracing(TracingContext(self.fake_mode))
 
     def dynamic_dims(self, fake: torch.Tensor) -> frozenset[int]:
@@ -408,12 +409,6 @@ class ShapeSession:
             if high is not None:
                 code.append((source, f"{source.expr()}.size()[{dim}] <= {high}"))
         return code
-
-
-def _torch_fake_cache_enabled() -> bool:
-    import torch._dynamo.config
-
-    return torch._dynamo.config.fake_tensor_cache_enabled
 
 
 def is_symbolic(value: Any) -> bool:
