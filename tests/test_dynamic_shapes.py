@@ -291,6 +291,22 @@ def test_reading_a_dynamic_stride_gives_eagers_value(backend) -> None:
     _same_at_every_call(stride_values, compiled, [buffer[:, :n] for n in (3, 4, 5)])
 
 
+def all_strides(x):
+    row, col = x.stride()
+    return x * row - col
+
+
+def test_reading_all_strides_at_once_stays_in_the_graph(counting_backend) -> None:
+    """``x.stride()`` of a tensor with a symbolic stride: a tuple whose symbolic item is
+    an ``x.stride(0)`` node (it was a graph break at the call), eager's value each call."""
+    compiled = bytegraph.compile(all_strides, backend=counting_backend)
+    _same_at_every_call(all_strides, compiled, _growing(6))
+    assert counting_backend.calls == 2 and len(compiled.entries) == 2
+    dynamic = counting_backend.graphs[-1]
+    assert [n.args[1:] for n in dynamic.graph.nodes if n.target == "stride"] == [(0,)]
+    assert not compiled.entries[-1].breaks
+
+
 def contiguous_or_not(x):
     return x.view(-1) * 2 if x.is_contiguous() else x.sum(0)
 

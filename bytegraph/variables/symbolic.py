@@ -159,13 +159,15 @@ def _concrete(value: Any) -> Any:
     return decide(int, value)
 
 
-def size_item(tx: Tx, tensor_node: torch.fx.Node, dim: int, value: Any) -> VariableTracker:
-    """``x.size(dim)``: a node only when the size is symbolic."""
+def size_item(
+    tx: Tx, tensor_node: torch.fx.Node, dim: int, value: Any, method: str = "size"
+) -> VariableTracker:
+    """``x.size(dim)`` (or ``x.stride(dim)``): a node only when the value is symbolic."""
     from bytegraph.graph.shapes import is_symbolic
 
     if not is_symbolic(value):
         return ConstantVariable(int(value))
-    node = tx.output.create_node("call_method", "size", (tensor_node, dim), {})
+    node = tx.output.create_node("call_method", method, (tensor_node, dim), {})
     node.meta[SIZE_MATH] = True
     return SymIntVariable(node, value)
 

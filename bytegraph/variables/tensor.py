@@ -194,6 +194,12 @@ def _fold_method(
         raise Unsupported("operation_raises", detail) from e
     if name == "size" and not const_args and not const_kwargs:
         return _size_of(tx, t)
+    if name == "stride" and not const_args and not const_kwargs:  # symbolic ones as nodes
+        from bytegraph.variables.containers import TupleVariable
+
+        return TupleVariable(tuple(
+            size_item(tx, t.node, i, s, "stride") for i, s in enumerate(result)
+        ))
     if name == "storage_offset":  # a number, never a graph value (see the guard's docstring)
         return ConstantVariable(_guard_storage_offsets(tx, t, result))
     if isinstance(result, torch.Size):
