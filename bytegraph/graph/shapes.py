@@ -149,24 +149,10 @@ class DynamicDims:
         """Make what changed from ``before`` to ``now`` dynamic; a log line for each."""
         if len(before.shape) != len(now.shape):
             return []
-        changes = []
-        sizes = {i for i, (a, b) in enumerate(zip(before.shape, now.shape)) if a != b}
-        sizes -= self.dims.get(source, frozenset())
-        if sizes:
-            self.dims[source] = self.dims.get(source, frozenset()) | sizes
-            changes += [
-                f"{source.expr()}.size({i}) changed {before.shape[i]} -> {now.shape[i]}: "
-                "now dynamic" for i in sorted(sizes)
-            ]
-        strides = {i for i, (a, b) in enumerate(zip(before.forms, now.forms)) if a != b}
-        strides -= self.strides.get(source, frozenset())
-        if strides:
-            self.strides[source] = self.strides.get(source, frozenset()) | strides
-            changes += [
-                f"{source.expr()}.stride({i}) changed {before.stride[i]} -> {now.stride[i]}: "
-                "now dynamic" for i in sorted(strides)
-            ]
-        return changes
+        sizes = (before.shape, now.shape)
+        return _newly_dynamic(self.dims, source, "size", sizes, sizes) + _newly_dynamic(
+            self.strides, source, "stride", (before.forms, now.forms), (before.stride, now.stride)
+        )
 
     def for_call(self, frame_values: dict[str, Any]) -> DynamicSpec:
         """The dynamic dimensions and strides of this call's tensor arguments (marks
@@ -187,6 +173,26 @@ class DynamicDims:
         strides.update((s, d) for s, d in self.strides.items() if s in self.inputs)
         ints = {s for s, _ in argument_ints(frame_values)} if self.everything else self.ints
         return DynamicSpec(sizes, frozenset(ints), strides)
+
+
+def _newly_dynamic(
+    table: dict[Source, frozenset[int]],
+    source: Source,
+    what: str,
+    compared: tuple[tuple[Any, ...], tuple[Any, ...]],
+    shown: tuple[tuple[int, ...], tuple[int, ...]],
+) -> list[str]:
+    """Add to ``table`` the dimensions of ``source`` whose ``compared`` values differ and
+    are not dynamic yet; a log line for each, with the ``shown`` values."""
+    changed = {i for i, (a, b) in enumerate(zip(*compared)) if a != b}
+    changed -= table.get(source, frozenset())
+    if changed:
+        table[source] = table.get(source, frozenset()) | changed
+    before, now = shown
+    return [
+        f"{source.expr()}.{what}({i}) changed {before[i]} -> {now[i]}: now dynamic"
+        for i in sorted(changed)
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
