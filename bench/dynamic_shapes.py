@@ -145,7 +145,9 @@ def call_time(fn: Callable[..., Any], args: tuple) -> float:
 def hit_overhead(compiled: Callable[..., Any], model: Any, args: tuple) -> float:
     """Compiled minus eager per-call seconds: the best of 15 rounds of each, the rounds
     alternating so that a slow spell of the machine hits both."""
-    timers = [timeit.Timer(lambda f=f: f(*args), timer=time.process_time) for f in (compiled, model)]
+    timers = [
+        timeit.Timer(lambda f=f: f(*args), timer=time.process_time) for f in (compiled, model)
+    ]
     number, elapsed = timers[1].autorange()
     number = max(1, int(number * 0.02 / max(elapsed, 1e-9)))
     best = [math.inf, math.inf]
