@@ -205,3 +205,44 @@ def f(x, y, w, n, lst, dct, obj):
     seen = observe(namespace, namespace["f"], 1)
     assert isinstance(seen.error, KeyError) and seen.internal is False
     assert seen.world[1]["GL"] == ["closed"]
+
+
+def test_runner_compares_after_collection_where_eager_depends_on_it() -> None:
+    """An exception stored in a local list holds its traceback, hence the frame, hence
+    the list: a cycle. The generator local then closes whenever the cyclic collector
+    runs (at random on either side); the state is compared once both have collected
+    (fuzz seed 9001, index 259)."""
+    source = PRELUDE + INPUTS + '''
+def gen(log):
+    try:
+        yield 1
+    finally:
+        log.append('closed')
+
+
+def f(x, y, w, n, lst, dct, obj):
+    acc = []
+    try:
+        raise KeyError(1)
+    except KeyError as e:
+        acc.append(e)
+    g = gen(GL)
+    next(g)
+    return x + 1
+'''
+    namespace = load(source, "cycle.py", "fuzz_cycle")
+    seen = observe(namespace, namespace["f"], 1)
+    assert seen.world[1]["GL"] == [] and seen.world_collected[1]["GL"] == ["closed"]
+    assert run_source(source, "cycle.py").category is None
+
+
+def test_compare_still_checks_prompt_finalization() -> None:
+    """Where eager's state does not depend on the collector, a compiled run whose
+    generator closes only when collected is a difference."""
+    closed = ((), {"GL": ["closed"]}, None)
+    open_ = ((), {"GL": []}, None)
+    eager = Observed(None, "", True, closed, [], world_collected=closed)
+    late = Observed(None, "", True, open_, [], world_collected=closed)
+    assert compare(eager, late, "p.py")[0] == "wrong:globals"
+    assert compare(eager, Observed(None, "", True, closed, [], world_collected=closed),
+                   "p.py") is None
