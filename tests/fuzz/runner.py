@@ -138,21 +138,28 @@ def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Obs
     args = namespace[f"inputs_{call}"]()
     torch.manual_seed(call)
     stdout = io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
-        warnings.simplefilter("always")
-        try:
-            result, error = fn(*args), None
-        except Exception as exc:  # noqa: BLE001  (the program's own exceptions are observations)
-            result, error = None, exc
-    internal, explained = None, ""
-    if error is not None:
-        internal, explained = is_internal(error, namespace["__file__"]), explain_internal(error)
-        drop_tracebacks(error)
-    grad_enabled = torch.is_grad_enabled()
-    torch.set_grad_enabled(True)
-    state = {name: namespace[name] for name in STATE_GLOBALS}
-    world = normalize((args, state, result), {})
-    gc.collect()  # see ``compare``: what the cyclic collector changes, it changes at random
+    # No automatic collection from here to the first snapshot: ``world`` is what
+    # reference counting alone left, whatever earlier programs did to the collector's
+    # counters; ``world_collected`` is what the collector then adds (see ``compare``).
+    gc.disable()
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+            warnings.simplefilter("always")
+            try:
+                result, error = fn(*args), None
+            except Exception as exc:  # noqa: BLE001  (the program's own exceptions are observations)
+                result, error = None, exc
+        internal, explained = None, ""
+        if error is not None:
+            internal, explained = is_internal(error, namespace["__file__"]), explain_internal(error)
+            drop_tracebacks(error)
+        grad_enabled = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        state = {name: namespace[name] for name in STATE_GLOBALS}
+        world = normalize((args, state, result), {})
+    finally:
+        gc.enable()
+    gc.collect()
     collected = normalize((args, state, result), {})
     return Observed(
         error, stdout.getvalue(), grad_enabled, world, [str(w.message) for w in caught],
