@@ -186,16 +186,19 @@ def test_compare_reads_the_exception_chain() -> None:
     assert compare(eager, raised(ValueError(1), 2), "p.py")[0] == "wrong:exception_chain"
 
 
-def test_runner_reads_the_state_once_an_escaping_exception_is_dropped() -> None:
-    """The generator closes when its frame's locals go, not when the collector runs."""
-    source = PRELUDE + INPUTS + '''
+# A generator that logs its closing: when it runs tells when the frame's locals went.
+CLOSING_GENERATOR = '''
 def gen(log):
     try:
         yield 1
     finally:
         log.append('closed')
+'''
 
 
+def test_runner_reads_the_state_once_an_escaping_exception_is_dropped() -> None:
+    """The generator closes when its frame's locals go, not when the collector runs."""
+    source = PRELUDE + INPUTS + CLOSING_GENERATOR + '''
 def f(x, y, w, n, lst, dct, obj):
     g = gen(GL)
     next(g)
@@ -212,14 +215,7 @@ def test_runner_compares_after_collection_where_eager_depends_on_it() -> None:
     the list: a cycle. The generator local then closes whenever the cyclic collector
     runs (at random on either side); the state is compared once both have collected
     (fuzz seed 9001, index 259)."""
-    source = PRELUDE + INPUTS + '''
-def gen(log):
-    try:
-        yield 1
-    finally:
-        log.append('closed')
-
-
+    source = PRELUDE + INPUTS + CLOSING_GENERATOR + '''
 def f(x, y, w, n, lst, dct, obj):
     acc = []
     try:
