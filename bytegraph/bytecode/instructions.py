@@ -82,7 +82,6 @@ class DecodedCode:
         return False
 
 
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 _FOR_ITER = dis.opmap["FOR_ITER"]
 _INTRINSIC_STOPITERATION_ERROR = 3
 # Keyed by identity: code objects hash their co_consts (a generated code object

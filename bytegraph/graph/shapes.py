@@ -375,8 +375,15 @@ class ShapeSession:
         self.fake_mode.cache_enabled = self._backend_cache_enabled
         return tracing(TracingContext(self.fake_mode))
 
-    def dynamic_dims(self, fake: torch.Tensor) -> frozenset[int]:
-        return frozenset(i for i, d in enumerate(fake.shape) if is_symbolic(d))
+    @staticmethod
+    def symbolic_snapshot(snapshot: Any, fake: torch.Tensor) -> Any:
+        """``snapshot`` (a TensorSnapshot) with the sizes and strides ``fake`` has
+        symbolic left to SHAPE guards."""
+        return dataclasses.replace(
+            snapshot,
+            dynamic=frozenset(i for i, d in enumerate(fake.shape) if is_symbolic(d)),
+            dynamic_strides=frozenset(i for i, d in enumerate(fake.stride()) if is_symbolic(d)),
+        )
 
     def add_guards(self, output: Any) -> None:
         """Once the trace (and the backend) decided everything: a size or stride the
@@ -389,13 +396,7 @@ class ShapeSession:
             key = (GuardKind.TENSOR_MATCH, source)
             guard = output.guards.get(key)
             if guard is not None and isinstance(fake, torch.Tensor):
-                snapshot = dataclasses.replace(
-                    guard.expected,
-                    dynamic=self.dynamic_dims(fake),
-                    dynamic_strides=frozenset(
-                        i for i, s in enumerate(fake.stride()) if is_symbolic(s)
-                    ),
-                )
+                snapshot = self.symbolic_snapshot(guard.expected, fake)
                 output.guards[key] = Guard(guard.kind, source, snapshot)
         for source, condition in self.guard_code():
             output.add_guard(GuardKind.SHAPE, source, condition)

@@ -351,7 +351,7 @@ def _wrap_tensor(
     snapshot = TensorSnapshot.of(value)  # Unsupported for what is not traced (sparse...)
     if output.shapes is not None:  # a dynamic trace: fake tensors, some sizes symbolic
         meta = output.shapes.fake_input(value, source)
-        snapshot = dataclasses.replace(snapshot, dynamic=output.shapes.dynamic_dims(meta))
+        snapshot = output.shapes.symbolic_snapshot(snapshot, meta)
     else:
         meta = metadata.to_meta(value)
     output.add_guard(GuardKind.TENSOR_MATCH, source, snapshot)
