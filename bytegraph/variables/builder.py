@@ -21,6 +21,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
@@ -70,6 +71,11 @@ from bytegraph.variables.object_builtins import (
     ObjectBuiltinVariable,
 )
 from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
+from bytegraph.variables.pytree import (
+    PytreeFunctionVariable,
+    TreeSpecVariable,
+    is_pytree_function,
+)
 from bytegraph.variables.raising import ExceptionClassVariable, is_plain_exception_class
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
@@ -290,6 +296,10 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return higher_order
     if is_trace_time_function(value) or is_graph_function(value):
         return TorchFunctionVariable(value, source=source)
+    if is_pytree_function(value):
+        return PytreeFunctionVariable(value, source=source)
+    if isinstance(value, pytree.TreeSpec):
+        return TreeSpecVariable(value, source=source)
     if any(value is b for b in OBJECT_BUILTINS):
         return ObjectBuiltinVariable(value, source=source)
     if value is dataclasses.replace:
