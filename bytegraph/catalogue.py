@@ -201,6 +201,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "a Tensor method that needs the tensor's storage or autograd state (data_ptr, "
        "backward, register_hook, retain_grad, set_, storage)",
        "call it outside the compiled function"),
+    _E("B209", "random_value_needed", "data_dependent",
+       "Python needs a number drawn from the random module while the generator's state is "
+       "only known at run time (a branch on it, an index, a shape, an op other than + - * /)",
+       "seed the generator in the compiled function (random.seed(n), random.Random(n)), "
+       "draw the number before the compiled function, or use torch's generator"),
     # -- B3xx: values ----------------------------------------------------------------
     _E("B301", "unmodelled_value", "unsupported_value",
        "an operation (type(), comparison, a protocol) on a value the translator does not "
@@ -283,6 +288,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
     _E("B322", "mapping_contents", "unsupported_value",
        "the keys or __dict__ of a mapping or object the translator cannot read safely",
        "pass a plain dict"),
+    _E("B323", "random_call", "unsupported_value",
+       "a random-module call the trace does not model: an unseeded generator, a subclass "
+       "of random.Random, arguments that are not constants, or a draw whose result depends "
+       "on run-time state (shuffle, choice, sample, getstate of an unseeded generator)",
+       "seed the generator inside the compiled function, or draw before it"),
     # -- B4xx: operators -------------------------------------------------------------
     _E("B401", "op_failed_on_metadata", "operator_failed",
        "running the op on metadata-only (fake or meta) tensors failed: wrong shapes or "

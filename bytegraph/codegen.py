@@ -240,6 +240,8 @@ def transformed_code(
     """
     codegen = PyCodegen(side_effects, graph_outputs)
     on_error = bc.Label() if on_graph_error is not None and compiled is not None else None
+    if side_effects.draws.draws:  # random numbers the graph (or the rest) needs, drawn first
+        side_effects.draws.emit_prologue(codegen)
     if compiled is not None:
         codegen.call_graph(compiled, inputs, on_error)
     emit_tail(codegen)

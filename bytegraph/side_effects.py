@@ -8,7 +8,9 @@ VariableTrackers are frozen. What a program changes lives here instead:
   (``DELETED`` marks a delete);
 * writes to module globals, keyed by the globals dict and the name;
 * calls the replay makes (``print`` and logging on constants, when
-  ``config.reorderable_logging`` is on), in program order.
+  ``config.reorderable_logging`` is on), in program order;
+* numbers drawn from ``random`` generators whose state only the call knows
+  (``draws``: made by the transformed code *before* the graph, random_draws.py).
 
 Reads consult the log first, so a value mutated and read back in the same
 trace is seen with its new state. The log also knows every object that
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import bytecode as bc
 
 from bytegraph.exc import Unsupported
+from bytegraph.random_draws import DrawPlan
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -87,6 +90,7 @@ class SideEffects:
         self.scope = TOP_SCOPE
         # New objects whose rebuild is under way (id -> temporary): a cycle reloads them.
         self.rebuilding: dict[int, str] = {}
+        self.draws = DrawPlan()  # random-module draws the code makes before the graph
 
     # -- objects that existed before the trace ------------------------------
     def existing(self, value: Any) -> VariableTracker | None:

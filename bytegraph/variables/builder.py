@@ -77,6 +77,7 @@ from bytegraph.variables.pytree import (
     is_pytree_function,
 )
 from bytegraph.variables.raising import ExceptionClassVariable, is_plain_exception_class
+from bytegraph.variables.random_state import wrap_random
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.signatures import SignatureFunctionVariable
@@ -206,6 +207,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if is_environ(value):  # os.environ: each variable read is guarded by its value
         guard(GuardKind.ID_MATCH, source, value)
         return EnvironVariable(source=source)
+    generator = wrap_random(tx, value, source)  # random.Random, its instances and methods
+    if generator is not None:
+        return generator
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user

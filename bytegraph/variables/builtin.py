@@ -157,12 +157,15 @@ class BuiltinVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        from bytegraph.variables.random_state import random_arithmetic
         from bytegraph.variables.scalars import symbolic_arithmetic
         from bytegraph.variables.symbolic import operation as sym_int_operation
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
-        symbolic = symbolic_arithmetic(self.fn, args, kwargs) or sym_int_operation(
-            tx, self.fn, args, kwargs
+        symbolic = (
+            symbolic_arithmetic(self.fn, args, kwargs)
+            or sym_int_operation(tx, self.fn, args, kwargs)
+            or random_arithmetic(tx, self.fn, args, kwargs)
         )
         if symbolic is not None:
             return symbolic
