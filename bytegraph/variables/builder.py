@@ -62,7 +62,13 @@ from bytegraph.variables.functions import (
     UserFunctionVariable,
 )
 from bytegraph.variables.higher_order import higher_order_variable
-from bytegraph.variables.logging_calls import DeferredLogCallVariable, LoggerVariable
+from bytegraph.variables.logging_calls import (
+    MODULE_FUNCTIONS,
+    DeferredLogCallVariable,
+    GetLoggerVariable,
+    LoggerVariable,
+    module_log_function,
+)
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.object_builtins import (
@@ -316,6 +322,10 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return ExcInfoFunctionVariable(fn=value, source=source)
     if value is print:  # a graph break, or deferred (config.reorderable_logging)
         return DeferredLogCallVariable(None, "print", source=source)
+    if value is logging.getLogger:
+        return GetLoggerVariable(source=source)
+    if any(value is fn for fn in MODULE_FUNCTIONS):
+        return module_log_function(value, source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):

@@ -3,11 +3,15 @@
 With ``bytegraph.config.reorderable_logging = True``, a call of
 
 * ``print(...)`` (no ``file=``), or
+* a ``logging`` module function of the same names (``logging.warning(...)``), or
 * a ``logging.Logger`` method ``debug``/``info``/``warning``/``warn``/``error``/
   ``critical``/``fatal``/``log`` as ``logging.Logger`` defines it, or a log-once
   helper installed on the class (a ``functools.lru_cache``-wrapped ``*_once``
   attribute, such as Hugging Face's ``logger.warning_once``),
 
+on a logger from the frame or obtained inline (``logging.getLogger("name")``
+with a constant name: the logger reached through the source
+``logging.getLogger("name")``, which its guards and the replay call again),
 whose arguments are all Python constants (strings, numbers, dtypes, shapes:
 what the trace knows without a tensor's values) is not traced into. It is
 recorded in SideEffects as a call, returns None in the trace, and the
@@ -83,19 +87,21 @@ def _constant_argument(tx: Tx, vt: VariableTracker, what: str) -> Any:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class DeferredLogCallVariable(VariableTracker):
-    """``print`` (receiver None) or ``logger.<name>``: a call recorded for the replay."""
+    """``print`` or a ``logging`` function (receiver None: ``function`` is called), or
+    ``logger.<name>``: a call recorded for the replay."""
 
     receiver: VariableTracker | None
     name: str
+    function: Any = print
 
     def python_type(self) -> type:
-        return type(print) if self.receiver is None else type(logging.Logger.info)
+        return type(self.function) if self.receiver is None else type(logging.Logger.info)
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        what = "print()" if self.receiver is None else f"Logger.{self.name}()"
+        what = f"{self._owner()}.{self.name}()"
         if not config.reorderable_logging:
             raise Unsupported(
-                "print_or_logging", f"call of builtins.{self.name} (reorderable_logging is off)"
+                "print_or_logging", f"call of {what[:-2]} (reorderable_logging is off)"
             )
         if tx.output.side_effects.scope > TOP_SCOPE:
             raise Unsupported(
@@ -107,8 +113,13 @@ class DeferredLogCallVariable(VariableTracker):
         tx.output.side_effects.record_call(self, consts, const_kwargs)
         return ConstantVariable(None)
 
+    def _owner(self) -> str:
+        if self.receiver is not None:
+            return "Logger"
+        return "builtins" if self.function is print else "logging"
+
     def _check_keywords(self, what: str, kwargs: dict[str, Any]) -> None:
-        if self.receiver is None:
+        if self.function is print and self.receiver is None:
             if kwargs.get("file") is not None:
                 raise Unsupported("print_or_logging", f"{what} with file=")
             return
@@ -117,18 +128,17 @@ class DeferredLogCallVariable(VariableTracker):
                 raise Unsupported("print_or_logging", f"{what} with {name}")
 
     def load_callable(self, codegen: Any) -> None:
-        """Leave the callable on the stack: ``print``, or ``logger.name`` (bound now)."""
+        """Leave the callable on the stack: ``print``, a ``logging`` function, or
+        ``logger.name`` (bound now)."""
 
         if self.receiver is None:
-            codegen.load_const(print)
+            codegen.load_const(self.function)
             return
         codegen(self.receiver)
         codegen.append(assemble.load_attr(self.name))
 
     def __repr__(self) -> str:
-        return "DeferredLogCallVariable(print)" if self.receiver is None else (
-            f"DeferredLogCallVariable(Logger.{self.name})"
-        )
+        return f"DeferredLogCallVariable({self._owner()}.{self.name})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -139,3 +149,49 @@ class LoggerVariable(UserDefinedObjectVariable):
         if is_deferred_log_method(self.cls, found, name):
             return DeferredLogCallVariable(self, name)
         return super().bind(tx, found, name)
+
+
+# ``logging.warning(...)`` and friends: the root logger's methods, behind a basicConfig().
+MODULE_FUNCTIONS = {getattr(logging, name): name for name in sorted(LOG_METHODS)}
+
+
+def module_log_function(fn: Any, source: Any) -> DeferredLogCallVariable:
+    return DeferredLogCallVariable(None, MODULE_FUNCTIONS[fn], fn, source=source)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class GetLoggerVariable(VariableTracker):
+    """``logging.getLogger``: with a constant name, the logger itself, reached through
+    the source ``logging.getLogger(name)`` (the same object for the life of the process,
+    which the guards and the replay fetch again)."""
+
+    def python_type(self) -> type:
+        return type(logging.getLogger)
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        from bytegraph.guards.sources import StateCallSource
+        from bytegraph.variables.builder import wrap
+
+        name = _logger_name(args, kwargs)
+        source = StateCallSource(logging.getLogger, () if name is None else (name,))
+        return wrap(tx, logging.getLogger(name), source)
+
+    def reconstruct(self, codegen: Any) -> None:
+        if self.source is None:
+            codegen.load_const(logging.getLogger)
+            return
+        self.source.reconstruct(codegen)
+
+
+def _logger_name(args: list, kwargs: dict) -> str | None:
+    values = [*args, *kwargs.values()]
+    if len(values) > 1 or set(kwargs) - {"name"}:
+        raise Unsupported("call_raises_type_error", "logging.getLogger with extra arguments")
+    if not values:
+        return None
+    if not values[0].is_python_constant():
+        raise Unsupported("not_a_constant", "logging.getLogger of a name known at run time")
+    name = values[0].as_python_constant()
+    if name is not None and type(name) is not str:
+        raise Unsupported("not_a_constant", f"logging.getLogger({name!r})")
+    return name
