@@ -77,6 +77,10 @@ class InstanceDictVariable(VariableTracker):
     def truth(self, tx: Tx) -> bool:
         return bool(self.current(tx))
 
+    def contains(self, tx: Tx, item: VariableTracker) -> VariableTracker:
+        """``name in obj.__dict__`` (nn.Module's ``__init__`` and ``register_*`` ask)."""
+        return self.call_method(tx, "__contains__", [item], {})
+
     def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
         from bytegraph.variables.containers import TupleVariable
 

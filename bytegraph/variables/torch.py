@@ -120,6 +120,8 @@ _TRACE_TIME: dict[Any, Callable[[list[VariableTracker]], Any]] = {
     # torch.jit.trace's tracer is refused (its shapes would be tensors).
     torch.jit.is_scripting: lambda args: False,
     torch.jit.is_tracing: lambda args: _not_jit_tracing(),
+    # nn.Module.__init__'s usage log for Meta's telemetry: nothing, as under torch.compile.
+    torch._C._log_api_usage_once: lambda args: None,
 }
 _CONSTANT_CONSTRUCTORS = frozenset({torch.device, torch.Size, torch.finfo, torch.iinfo,
                                     torch.promote_types, torch.can_cast})

@@ -31,6 +31,7 @@ without ``__dict__``) is unsupported, never guessed. ``super()``,
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,11 @@ class MissingAttribute(Unsupported):
 
 def _has_instance_dict(cls: type) -> bool:
     return cls.__dictoffset__ != 0
+
+
+def _is_module_class(cls: type) -> bool:
+    nn = sys.modules.get("torch.nn")
+    return nn is not None and issubclass(cls, nn.Module)
 
 
 def _mro_source(cls_source: Source, index: int) -> Source:
@@ -257,8 +263,10 @@ class UserDefinedClassVariable(ClassVariable):
     def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
         import torch
 
+        from bytegraph.variables.made_modules import is_constructible_module
+
         cls = self.value
-        if issubclass(cls, torch.nn.Module):
+        if issubclass(cls, torch.nn.Module) and not is_constructible_module(cls):
             raise Unsupported(
                 "object_creation", f"constructing the nn.Module {cls.__qualname__} in the trace"
             )
@@ -289,6 +297,10 @@ class UserDefinedClassVariable(ClassVariable):
                 "object_creation", f"instances of {self.value.__qualname__} have no __dict__"
             )
         mutation = tx.output.side_effects.new_mutation(AttributeMutationNew)
+        if _is_module_class(self.value):  # the "made here" nn.Module
+            from bytegraph.variables.made_modules import MadeModuleVariable
+
+            return MadeModuleVariable(None, self.value, self, mutation_type=mutation)
         if mapping_base(self.value) is not None:
             from bytegraph.variables.user_dicts import UserDictObjectVariable
 
