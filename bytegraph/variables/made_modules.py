@@ -156,7 +156,9 @@ class MadeModuleVariable(NNModuleVariable):
             self._refuse_move(name, "submodule")
         elif _is_tensor_kind(value, nn.Buffer) or name in self.members(tx, "_buffers"):
             # Eager re-registers it keeping its persistence: ``register_buffer`` works.
-            raise Unsupported("module_structure_change", f"assigning buffer {name!r} of a new module")
+            raise Unsupported(
+                "module_structure_change", f"assigning buffer {name!r} of a new module"
+            )
         else:
             self.store_raw(tx, name, value)
 
