@@ -125,7 +125,7 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "remove the hooks while compiling, or compile the module's forward alone"),
     _E("B111", "object_creation", "unsupported_call",
        "creating an object whose creation is customised (__new__, a metaclass, no __dict__), "
-       "or an nn.Module built inside the trace",
+       "an nn.Parameter, or an nn.Module that is not plain Python (TorchScript), in the trace",
        "build the object before the compiled function and pass it in"),
     _E("B112", "grad_mode_call", "unsupported_call",
        "a grad-mode API used in a way not modelled: torch.inference_mode, a grad-mode "
