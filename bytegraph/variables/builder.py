@@ -62,6 +62,7 @@ from bytegraph.variables.functions import (
     UserFunctionVariable,
 )
 from bytegraph.variables.higher_order import higher_order_variable
+from bytegraph.variables.itertools import ItertoolsFunctionVariable, is_itertools_function
 from bytegraph.variables.logging_calls import (
     MODULE_FUNCTIONS,
     DeferredLogCallVariable,
@@ -326,6 +327,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return GetLoggerVariable(source=source)
     if any(value is fn for fn in MODULE_FUNCTIONS):
         return module_log_function(value, source)
+    if is_itertools_function(value):
+        return ItertoolsFunctionVariable(value, source=source)
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):
