@@ -79,7 +79,7 @@ class ChainVariable(ItertoolsIteratorVariable):
         active, source = self.state(tx)
         while source is not None:
             if active is None:
-                iterable = source.next_item(tx)
+                iterable = self.read_or_finish(tx, source, (None, None))
                 if iterable is None:
                     store_contents(tx, self, (None, None))
                     return None
@@ -123,7 +123,7 @@ class IsliceVariable(ItertoolsIteratorVariable):
         iterator, following, stop, step, count = (
             state[0], *(c.value for c in state[1:]))
         while count < following:  # skip to the next index
-            if iterator.next_item(tx) is None:
+            if self.read_or_finish(tx, iterator, ()) is None:
                 store_contents(tx, self, ())
                 return None
             count += 1
@@ -131,7 +131,7 @@ class IsliceVariable(ItertoolsIteratorVariable):
         if stop is not None and count >= stop:
             store_contents(tx, self, ())
             return None
-        item = iterator.next_item(tx)
+        item = self.read_or_finish(tx, iterator, ())
         if item is None:
             store_contents(tx, self, ())
             return None
@@ -339,7 +339,8 @@ class ZipLongestVariable(ItertoolsIteratorVariable):
             return None
         row = []
         for i, iterator in enumerate(iterators):
-            item = None if iterator is None else iterator.next_item(tx)
+            finished = (fill, ConstantVariable(0), *iterators)
+            item = None if iterator is None else self.read_or_finish(tx, iterator, finished)
             if item is None and iterator is not None:
                 active = ConstantVariable(active.value - 1)
                 iterators[i] = None
@@ -372,12 +373,12 @@ class PairwiseVariable(ItertoolsIteratorVariable):
             return None
         iterator, old = state
         if old is None:
-            old = iterator.next_item(tx)
+            old = self.read_or_finish(tx, iterator, ())
             if old is None:
                 store_contents(tx, self, ())
                 return None
             store_contents(tx, self, (iterator, old))
-        new = iterator.next_item(tx)
+        new = self.read_or_finish(tx, iterator, ())
         if new is None:
             store_contents(tx, self, ())
             return None

@@ -65,6 +65,17 @@ class ItertoolsIteratorVariable(IteratorVariable):
                 )
         return items
 
+    def read_or_finish(self, tx: Tx, source: IteratorVariable, finished: tuple) -> Any:
+        """``source``'s next item; if it raises, this iterator is left ``finished`` (where
+        CPython drops its sources on an error: islice, zip_longest, pairwise, chain)."""
+        from bytegraph.variables.exceptions import ObservedRaise
+
+        try:
+            return source.next_item(tx)
+        except ObservedRaise:
+            store_contents(tx, self, finished)
+            raise
+
     def reconstruct(self, codegen: PyCodegen) -> None:
         self.rebuild(codegen, codegen.side_effects.contents(self, self.items))
 
