@@ -78,6 +78,7 @@ from bytegraph.variables.object_builtins import (
     ObjectBuiltinVariable,
 )
 from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
+from bytegraph.variables.profiler import ProfilerClassVariable, is_profiler_class
 from bytegraph.variables.pytree import (
     PytreeFunctionVariable,
     TreeSpecVariable,
@@ -341,6 +342,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return EnumClassVariable(value, source=source)
     if isinstance(value, enum.Enum):
         return EnumMemberVariable(value, source=source)
+    if is_profiler_class(value):  # record_function, profile: ignored, as by torch.compile
+        return ProfilerClassVariable(value, source=source)
     if isinstance(value, type):
         if is_user_class(value):
             return UserDefinedClassVariable(value, source=source, mutation_type=EXISTING_OBJECT)
