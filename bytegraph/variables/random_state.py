@@ -102,20 +102,16 @@ def wrap_random(tx: Tx, value: Any, source: Source) -> VariableTracker | None:
     if value is random.Random:
         guard(GuardKind.ID_MATCH, source, value)
         return RandomClassVariable(source=source)
-    if is_plain_generator(value):
-        existing = tx.output.side_effects.existing(value)
-        if existing is not None:
-            guard(GuardKind.SAME_OBJECT, source, existing.source)
-            return existing
+    if is_plain_generator(value):  # (builder.wrap keeps one VT per generator object)
         guard(GuardKind.TYPE_MATCH, source, random.Random)
-        vt = GeneratorVariable(value, source=source, mutation_type=AttributeMutationExisting(0))
-        tx.output.side_effects.track_existing(value, vt)
-        return vt
+        return GeneratorVariable(value, source=source, mutation_type=AttributeMutationExisting(0))
     name = _generator_method(value)
     if name is None:
         return None
     guard(GuardKind.ID_MATCH, source, value)
-    receiver = wrap_random(tx, value.__self__, AttrSource(source, "__self__"))
+    from bytegraph.variables.builder import wrap
+
+    receiver = wrap(tx, value.__self__, AttrSource(source, "__self__"))
     return BoundMethodVariable(receiver, name, source=source)
 
 

@@ -68,6 +68,10 @@ class TensorVariable(VariableTracker):
         folded = _fold_attribute(self, name)
         if folded is not None:
             return folded
+        if name in ("grad", "data"):
+            from bytegraph.variables.tensor_attributes import read_data, read_grad
+
+            return (read_grad if name == "grad" else read_data)(tx, self)
         if name in _GRAPH_ATTRIBUTES:
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name in _UNSUPPORTED_METHODS and name != "requires_grad_":  # call_method decides
@@ -75,6 +79,11 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
         raise Unsupported("tensor_attribute", f"Tensor attribute {name!r}")
+
+    def var_setattr(self, tx: InstructionTranslatorBase, name: str, value: VariableTracker) -> None:
+        from bytegraph.variables.tensor_attributes import store_attribute
+
+        store_attribute(tx, self, name, value)
 
     def call_method(
         self,

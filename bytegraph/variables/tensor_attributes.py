@@ -1,0 +1,158 @@
+"""A tensor's autograd attributes in the trace: ``x.grad`` and ``x.data``.
+
+* ``x.grad`` of a tensor from the frame (an input, a parameter) is read from
+  the real tensor through ``AttrSource(x, "grad")``: None is guarded as None,
+  a tensor becomes a graph input with its own tensor guard, so an entry traced
+  before the first backward is not used once the gradient exists (and the
+  other way round). A tensor made in the trace has no gradient yet: None.
+* ``x.grad = value`` (None, or a tensor of ``x``'s shape, dtype and device)
+  on a tensor from the frame is a store replayed after the graph, as any
+  attribute store; later reads in the trace see the value stored. The store
+  goes to a ``TensorAttributesVariable`` standing for the tensor's attribute
+  dict (tensors themselves are immutable values in the trace). Other values,
+  a tensor made in the trace, ``del x.grad``: a break (eager may raise).
+* ``x.data`` is ``torch._C._autograd._get_data_attr(x)`` in the graph (a tensor
+  sharing ``x``'s memory, detached, as torch.compile records it); ``x.data = v``
+  is only understood when ``v`` is that same tensor (``p.data -= lr * g`` stores
+  back what the in-place op returned): a no-op. Any other store breaks.
+
+What stays a break, with its reason: ``requires_grad_()`` / ``requires_grad =`` that
+change a tensor's autograd state, and ``backward()`` (Python runs it between two graphs,
+as torch.compile does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph.exc import Unsupported
+from bytegraph.side_effects import DELETED
+from bytegraph.variables.base import AttributeMutationExisting, VariableTracker
+from bytegraph.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from bytegraph.side_effects import SideEffects
+    from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+    from bytegraph.variables.tensor import TensorVariable
+
+# Per trace (its SideEffects): the attribute dict VT of each tensor from the frame.
+_SLOTS: weakref.WeakKeyDictionary[SideEffects, dict[int, TensorAttributesVariable]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TensorAttributesVariable(VariableTracker):
+    """The settable attributes of a tensor from the frame (same source as the tensor):
+    the target of the stores SideEffects replays."""
+
+    tensor: Any = dataclasses.field(metadata={"no_vts": True})
+
+    def python_type(self) -> type:
+        return self.tensor.python_type()
+
+
+def _slot(tx: Tx, t: TensorVariable) -> TensorAttributesVariable:
+    slots = _SLOTS.setdefault(tx.output.side_effects, {})
+    slot = slots.get(id(t))
+    if slot is None:
+        slot = slots[id(t)] = TensorAttributesVariable(
+            t, source=t.source, mutation_type=AttributeMutationExisting(0)
+        )
+    return slot
+
+
+def _real_tensor(tx: Tx, t: TensorVariable) -> torch.Tensor | None:
+    """The real tensor a frame tensor's VT stands for (its graph input's example)."""
+    for graph_input in tx.output.inputs:
+        if graph_input.source == t.source:
+            return graph_input.example
+    return None
+
+
+def read_grad(tx: Tx, t: TensorVariable) -> VariableTracker:
+    """``t.grad``: the value stored in this trace, else the real gradient (guarded)."""
+    from bytegraph.guards.sources import AttrSource
+    from bytegraph.variables.builder import wrap
+
+    if t.source is None:
+        return ConstantVariable(None)  # made in the trace: no backward has reached it
+    pending = tx.output.side_effects.load_attr(_slot(tx, t), "grad")
+    if pending is not None:
+        return ConstantVariable(None) if pending is DELETED else pending
+    real = _real_tensor(tx, t)
+    if real is None:
+        raise Unsupported("tensor_attribute", f"Tensor attribute 'grad' of {t}")
+    return wrap(tx, real.grad, AttrSource(t.source, "grad"))
+
+
+def read_data(tx: Tx, t: TensorVariable) -> VariableTracker:
+    """``t.data``: a detached tensor sharing ``t``'s memory, in the graph."""
+    from bytegraph.variables.tensor import tensor_op
+
+    return tensor_op(tx, "call_function", torch._C._autograd._get_data_attr, [t], {})
+
+
+def store_attribute(tx: Tx, t: TensorVariable, name: str, value: VariableTracker) -> None:
+    """``t.name = value`` for the attributes modelled here; a break otherwise."""
+    if name == "grad":
+        _store_grad(tx, t, value)
+        return
+    if name == "data" and _is_own_data(t, value):
+        return
+    raise Unsupported(
+        "attribute_mutation",
+        f"setting Tensor.{name} (changes the tensor's {'memory' if name == 'data' else 'state'} "
+        "outside the graph)",
+    )
+
+
+def _is_own_data(t: TensorVariable, value: VariableTracker) -> bool:
+    """``value`` is ``t.data`` as read in this trace (possibly changed in place)."""
+    node = getattr(value, "node", None)
+    while node is not None and node.target is not torch._C._autograd._get_data_attr:
+        in_place = node.target in _IN_PLACE_OPERATORS or (
+            node.op == "call_method" and str(node.target).endswith("_")
+        )
+        if not in_place or not node.args:
+            return False
+        node = node.args[0]  # an in-place op returns its first operand
+    return node is not None and node.args[0] is t.node
+
+
+_IN_PLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.imatmul,
+})
+
+
+def _store_grad(tx: Tx, t: TensorVariable, value: VariableTracker) -> None:
+    from bytegraph.variables.tensor import TensorVariable
+
+    if t.source is None:
+        raise Unsupported("attribute_mutation", "setting .grad of a tensor made in the trace")
+    if isinstance(value, ConstantVariable) and value.value is None:
+        stored: VariableTracker = ConstantVariable(None)
+    elif isinstance(value, TensorVariable) and _grad_fits(t, value):
+        stored = value
+    else:
+        raise Unsupported(
+            "attribute_mutation",
+            f"setting .grad to {value} (eager raises unless it is None or a tensor of the "
+            "same shape, dtype and device)",
+        )
+    tx.output.side_effects.store_attr(_slot(tx, t), "grad", stored)
+
+
+def _grad_fits(t: TensorVariable, grad: TensorVariable) -> bool:
+    a, b = t.example, grad.example
+    return (
+        a.shape == b.shape and a.dtype == b.dtype and t.device == grad.device
+        and a.layout == b.layout and grad is not t
+    )

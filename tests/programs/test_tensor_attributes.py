@@ -1,0 +1,229 @@
+"""``x.grad``, ``x.data`` and autograd state inside compiled code, against eager.
+
+Inputs are made twice from the same seed (gradients included); after the
+call the results, the inputs' values, ``requires_grad`` and ``.grad`` must be
+the same on both sides, the graph count as stated, and a second call on fresh
+inputs must hit the cache.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import bytegraph
+from tests.conftest import assert_same_value
+
+
+def _leaf(*shape, grad=True):
+    t = torch.randn(*shape, requires_grad=True)
+    if grad:
+        t.grad = torch.randn(*shape)
+    return t
+
+
+def _params(grad=True):
+    return [torch.nn.Parameter(torch.randn(3, 3)) for _ in range(2)], grad
+
+
+def _with_grads(params, grad):
+    for p in params:
+        p.grad = torch.randn_like(p) if grad else None
+    return params
+
+
+def grad_or_double(x):
+    return x * 2 if x.grad is None else x.grad + x
+
+
+def sgd_update(params, lr):
+    for p in params:
+        p.data.add_(p.grad, alpha=-lr)
+    return params[0].sum()
+
+
+def sgd_update_sub(params, lr):
+    for p in params:
+        p.data -= lr * p.grad
+    return len(params)
+
+
+def zero_grads(params):
+    total = 0
+    for p in params:
+        total = total + p.grad.sum()
+        p.grad.zero_()
+    return total
+
+
+def grads_to_none(params):
+    out = params[0].grad * 2
+    for p in params:
+        p.grad = None
+    return out, params[1].grad is None
+
+
+def assign_grad(x, y):
+    x.grad = y * 3
+    return x.grad + 1
+
+
+def read_data(x):
+    d = x.data
+    return d * 2, d.requires_grad, x + 1
+
+
+def write_through_data(x):
+    x.data.mul_(2)
+    return x.sum()
+
+
+def computed_tensor_grad(x):
+    y = x * 2
+    return y.grad is None, y + 1
+
+
+def module_param_grads(m, x):
+    out = m(x)
+    return out + m.weight.grad.sum() if m.weight.grad is not None else out
+
+
+def _module(grad):
+    torch.manual_seed(1)
+    m = torch.nn.Linear(3, 3)
+    if grad:
+        m.weight.grad = torch.randn(3, 3)
+    return m
+
+
+CASES = {
+    "grad_or_double_with_grad": (grad_or_double, lambda: (_leaf(4),), 1),
+    "grad_or_double_no_grad": (grad_or_double, lambda: (_leaf(4, grad=False),), 1),
+    "sgd_update": (sgd_update, lambda: (_with_grads(*_params()), 0.1), 1),
+    "sgd_update_sub": (sgd_update_sub, lambda: (_with_grads(*_params()), 0.1), 1),
+    "zero_grads": (zero_grads, lambda: (_with_grads(*_params()),), 1),
+    "grads_to_none": (grads_to_none, lambda: (_with_grads(*_params()),), 1),
+    "assign_grad": (assign_grad, lambda: (_leaf(4, grad=False), torch.randn(4)), 1),
+    "read_data": (read_data, lambda: (_leaf(4),), 1),
+    "write_through_data": (write_through_data, lambda: (_leaf(4),), 1),
+    "computed_tensor_grad": (computed_tensor_grad, lambda: (_leaf(4),), 1),
+    "module_param_grad": (module_param_grads, lambda: (_module(True), torch.randn(2, 3)), 1),
+    "module_param_no_grad": (module_param_grads, lambda: (_module(False), torch.randn(2, 3)), 1),
+}
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, torch.nn.Module):
+        yield from value.parameters()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
+def _state(args):
+    return [(t.detach().clone(), t.requires_grad, t.grad) for t in _tensors(args)]
+
+
+def _check(fn, compiled, make_inputs, seed):
+    torch.manual_seed(seed)
+    eager_args = make_inputs()
+    expected = fn(*eager_args)
+    torch.manual_seed(seed)
+    compiled_args = make_inputs()
+    actual = compiled(*compiled_args)
+    if isinstance(expected, torch.nn.Module):
+        return
+    assert_same_value(_detached(actual), _detached(expected))
+    for (a, a_req, a_grad), (e, e_req, e_grad) in zip(
+        _state(compiled_args), _state(eager_args), strict=True
+    ):
+        assert torch.equal(a, e) and a_req == e_req
+        assert (a_grad is None) == (e_grad is None)
+        if e_grad is not None:
+            assert torch.equal(a_grad, e_grad)
+
+
+def _detached(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    return value
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tensor_attribute(case, counting_backend):
+    fn, make_inputs, graphs = CASES[case]
+    compiled = bytegraph.compile(fn, backend=counting_backend, fullgraph=graphs == 1)
+    _check(fn, compiled, make_inputs, 0)
+    assert counting_backend.calls == graphs
+    _check(fn, compiled, make_inputs, 1)  # new values: the cache, no new graph
+    assert counting_backend.calls == graphs
+    assert len(compiled.entries) == 1
+
+
+def test_grad_appearing_between_calls(counting_backend):
+    compiled = bytegraph.compile(grad_or_double, backend=counting_backend)
+    x = torch.randn(4, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    assert_same_value(compiled(x).detach(), grad_or_double(x_eager).detach())
+    x.grad = torch.ones(4)
+    x_eager.grad = torch.ones(4)
+    assert_same_value(compiled(x).detach(), grad_or_double(x_eager).detach())
+    x.grad = None
+    x_eager.grad = None
+    assert_same_value(compiled(x).detach(), grad_or_double(x_eager).detach())
+    assert len(compiled.entries) == 2
+
+
+def backward_inside(x, w):
+    loss = (x * w).sum()
+    loss.backward()
+    return w.grad * 2, loss.detach()
+
+
+def test_backward_breaks_once(counting_backend):
+    compiled = bytegraph.compile(backward_inside, backend=counting_backend)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+        w_eager = w.detach().clone().requires_grad_()
+        expected = backward_inside(x, w_eager)
+        actual = compiled(x, w)
+        assert_same_value(actual, expected)
+        assert torch.equal(w.grad, w_eager.grad)
+    assert counting_backend.calls == 2  # the loss, then w.grad * 2 after Python's backward
+    with pytest.raises(bytegraph.Unsupported, match="backward"):
+        bytegraph.compile(backward_inside, backend="eager", fullgraph=True)(x, w)
+
+
+def set_requires_grad(x):
+    y = x * 2
+    x.requires_grad_()
+    return y + x
+
+
+def set_requires_grad_attribute(x):
+    x.requires_grad = True
+    return x * 2
+
+
+def replace_data(x, y):
+    x.data = y
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [set_requires_grad, set_requires_grad_attribute, replace_data])
+def test_autograd_state_changes_break_cleanly(fn):
+    compiled = bytegraph.compile(fn, backend="eager")
+    args = (torch.randn(3), torch.randn(3))[: fn.__code__.co_argcount]
+    eager_args = [a.clone() for a in args]
+    expected = fn(*eager_args)
+    actual = compiled(*args)
+    assert_same_value(actual, expected)
+    for a, e in zip(args, eager_args, strict=True):
+        assert torch.equal(a, e) and a.requires_grad == e.requires_grad
+    with pytest.raises(bytegraph.Unsupported):
+        bytegraph.compile(fn, backend="eager", fullgraph=True)(*[torch.randn(3) for _ in args])
