@@ -70,6 +70,7 @@ from bytegraph.variables.logging_calls import (
     LoggerVariable,
     module_log_function,
 )
+from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.object_builtins import (
@@ -218,6 +219,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     generator = wrap_random(tx, value, source)  # random.Random, its instances and methods
     if generator is not None:
         return generator
+    if is_lru_cache_wrapper(value):  # called for real at trace time, on constants
+        tx.output.add_guard(GuardKind.ID_MATCH, source, value)
+        return LruCacheFunctionVariable(value, source=source)
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user

@@ -23,6 +23,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
+from bytegraph.guards.sources import AttrSource
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
@@ -33,6 +34,8 @@ from bytegraph.variables.user_defined import (
     MissingAttribute,
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
+    UserMethodVariable,
+    function_vt,
     is_data_descriptor,
     lookup_class_attr,
 )
@@ -60,6 +63,8 @@ class SuperVariable(VariableTracker):
         obj = self.obj
         if isinstance(obj, ExceptionInstanceVariable):
             return super_getattr(tx, self.cls, obj, name)
+        if isinstance(obj, UserDefinedClassVariable):
+            return self._class_getattr(tx, obj, name)
         if not isinstance(obj, UserDefinedObjectVariable):
             raise Unsupported("unmodelled_value", f"super() of {obj}")
         mro = obj.cls.__mro__
@@ -75,6 +80,48 @@ class SuperVariable(VariableTracker):
         if found.pending is None and is_data_descriptor(found.raw):
             return obj.get_descriptor(tx, found, name)
         return obj.bind(tx, found, name)
+
+
+    def _class_getattr(
+        self, tx: Tx, cls_vt: UserDefinedClassVariable, name: str
+    ) -> VariableTracker:
+        """``super(K, cls).name`` (``super()`` in a classmethod): bound as the class
+        attribute would be, to ``cls``: a classmethod to it, a staticmethod or a plain
+        function as is."""
+        cls = cls_vt.value
+        mro = cls.__mro__
+        if self.cls not in mro:
+            raise Unsupported(
+                "operation_raises", "super(type, cls): cls is not a subclass of type"
+            )
+        found = lookup_class_attr(tx, cls, cls_vt._source(tx), name, mro.index(self.cls) + 1)
+        if found is None:
+            raise MissingAttribute("'super' object", name)
+        if found.pending is not None:
+            return found.pending
+        raw = found.raw
+        if found.owner is object and name == "__init_subclass__":
+            return _ObjectInitSubclassVariable()
+        if isinstance(raw, (staticmethod, classmethod)):
+            fn = function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
+            return fn if isinstance(raw, staticmethod) else UserMethodVariable(fn, cls_vt)
+        if isinstance(raw, types.FunctionType):
+            return function_vt(tx, raw, found.source)
+        raise Unsupported(
+            "descriptor_access", f"super().{name} of class {cls.__qualname__}: a {type(raw)}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _ObjectInitSubclassVariable(VariableTracker):
+    """``object.__init_subclass__`` reached by super(): takes nothing, does nothing."""
+
+    def call_function(self, tx: Tx, args, kwargs) -> VariableTracker:
+        if args or kwargs:
+            raise Unsupported(
+                "call_raises_type_error", "object.__init_subclass__() takes no arguments"
+            )
+        return ConstantVariable(None)
 
 
 def zero_arg_super(tx: Tx) -> SuperVariable:

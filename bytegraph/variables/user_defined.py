@@ -43,6 +43,7 @@ from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.custom_attrs import GenericAttrSource, TypeSource, custom_getattr
+from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.objects import ClassVariable
 from bytegraph.variables.user_classes import (  # noqa: F401  (re-exported for importers)
     MAPPING_BASES,
@@ -229,6 +230,8 @@ class UserDefinedClassVariable(ClassVariable):
             return UserMethodVariable(fn, self)
         if isinstance(raw, types.FunctionType):
             return function_vt(tx, raw, found.source)
+        if is_lru_cache_wrapper(raw):
+            return LruCacheFunctionVariable(raw, source=found.source)
         if hasattr(type(raw), "__get__"):
             raise Unsupported(
                 "descriptor_access", f"descriptor {name!r} read through class {cls.__qualname__}"
@@ -436,6 +439,8 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(raw, classmethod):
             fn = function_vt(tx, raw.__func__, AttrSource(found.source, "__func__"))
             return UserMethodVariable(fn, self.class_vt(tx))
+        if is_lru_cache_wrapper(raw):  # a cached method (``logger.warning_once``)
+            return LruCacheFunctionVariable(raw, self)
         if is_data_descriptor(raw):
             return self.get_descriptor(tx, found, name)
         if hasattr(type(raw), "__get__"):

@@ -1,0 +1,182 @@
+"""``functools.lru_cache``-wrapped functions and methods in compiled code.
+
+The wrapper is called for real at trace time on constant arguments, so the
+cache holds what eager's holds and the wrapped body runs as often as in eager
+(once per distinct arguments); the constant result is folded. Each program is
+run three times eagerly on one fresh cached function and three times compiled
+on another: results, the number of times the body ran and the cache's size
+must agree, with one graph. What cannot be done that way breaks cleanly.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import pytest
+import torch
+
+import bytegraph
+from tests.conftest import assert_same_value
+
+
+def make_cached(maxsize=None):
+    runs = []
+
+    @functools.lru_cache(maxsize=maxsize)
+    def cached(n, scale=1.0):
+        runs.append(n)
+        return n * 2 * scale
+
+    return cached, runs
+
+
+def uses(cached):
+    def f(x):
+        return x * cached(3) + cached(4, scale=0.5)
+
+    return f
+
+
+def uses_tuple_result():
+    runs = []
+
+    @functools.lru_cache
+    def shape_of(n):
+        runs.append(n)
+        return (n, n + 1)
+
+    def f(x):
+        rows, cols = shape_of(2)
+        return x.reshape(rows, cols) * 2
+
+    return f, shape_of, runs
+
+
+class Config:
+    def __init__(self, base):
+        self.base = base
+
+    @functools.lru_cache  # noqa: B019 (the cache keeps the instance: as in user code)
+    def factor(self, n):
+        return self.base * n
+
+
+@pytest.mark.parametrize("maxsize", [None, 8])
+def test_cached_function_of_constants(maxsize, counting_backend):
+    eager_cached, eager_runs = make_cached(maxsize)
+    compiled_cached, compiled_runs = make_cached(maxsize)
+    eager_f = uses(eager_cached)
+    compiled = bytegraph.compile(uses(compiled_cached), backend=counting_backend, fullgraph=True)
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_same_value(compiled(x), eager_f(x))
+    assert compiled_runs == eager_runs == [3, 4]
+    assert compiled_cached.cache_info().currsize == eager_cached.cache_info().currsize
+    assert counting_backend.calls == 1 and len(compiled.entries) == 1
+
+
+def test_cached_tuple_result(counting_backend):
+    eager_f, _, eager_runs = uses_tuple_result()
+    f, _, runs = uses_tuple_result()
+    compiled = bytegraph.compile(f, backend=counting_backend, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(6)
+        assert_same_value(compiled(x), eager_f(x))
+    assert runs == eager_runs == [2]
+    assert counting_backend.calls == 1
+
+
+def cached_method(x, config):
+    return x * config.factor(3)
+
+
+def test_cached_method_of_a_frame_object(counting_backend):
+    compiled = bytegraph.compile(cached_method, backend=counting_backend, fullgraph=True)
+    config = Config(1.5)
+    for _ in range(2):
+        x = torch.randn(3)
+        assert_same_value(compiled(x, config), cached_method(x, config))
+    assert counting_backend.calls == 1
+
+
+def test_warning_once_is_emitted_once():
+    from transformers.utils import logging as hf_logging
+
+    logger = hf_logging.get_logger("bytegraph.tests.lru")
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        def make(message):
+            def f(x):
+                y = x + 1
+                logger.warning_once(message)
+                return y * 2
+
+            return f
+
+        eager_f = make("eager: once")
+        compiled = bytegraph.compile(make("compiled: once"), backend="eager", fullgraph=True)
+        for _ in range(3):
+            x = torch.randn(3)
+            assert_same_value(compiled(x), eager_f(x))
+    finally:
+        logger.removeHandler(handler)
+    assert seen.count("eager: once") == seen.count("compiled: once") == 1
+
+
+def tensor_argument(cached):
+    def f(x):
+        return cached(x) + 1
+
+    return f
+
+
+def mutable_result():
+    @functools.lru_cache
+    def items(n):
+        return [n]
+
+    def f(x):
+        values = items(2)
+        values.append(len(values))
+        return x * len(values), values
+
+    return f
+
+
+def pending_mutation(cached, log):
+    def f(x):
+        log.append(1)
+        return x * cached(5)
+
+    return f
+
+
+@pytest.mark.parametrize("case", ["tensor_argument", "mutable_result", "pending_mutation"])
+def test_breaks_cleanly(case):
+    eager_cached, eager_runs = make_cached()
+    compiled_cached, compiled_runs = make_cached()
+    eager_log, compiled_log = [], []
+    if case == "tensor_argument":
+        eager_f, f = tensor_argument(eager_cached), tensor_argument(compiled_cached)
+        args = [torch.randn(3)] * 3  # one tensor object: eager's cache hits it
+    elif case == "mutable_result":
+        eager_f, f = mutable_result(), mutable_result()
+        args = [torch.randn(3) for _ in range(3)]
+    else:
+        eager_f, f = pending_mutation(eager_cached, eager_log), pending_mutation(
+            compiled_cached, compiled_log)
+        args = [torch.randn(3) for _ in range(3)]
+    compiled = bytegraph.compile(f, backend="eager")
+    for x in args:
+        assert_same_value(compiled(x), eager_f(x))
+    assert compiled_runs == eager_runs and compiled_log == eager_log
+    with pytest.raises(bytegraph.Unsupported):
+        bytegraph.compile(f, backend="eager", fullgraph=True)(args[0])
