@@ -222,7 +222,7 @@ class GeneratorVariable(VariableTracker):
         except Exception as e:
             raise _refuse(f"random {name}{consts} raises {type(e).__name__}") from None
         index = plan.draw(self, name, consts, kwargs)
-        return RandomValueVariable(("draw", index), example, plan)
+        return RandomValueVariable(("draw", index), example, plan, _fits_int64(name, consts))
 
     def _sequence_call(
         self, tx: Tx, name: str, state: tuple | None, args: list, kwargs: dict
@@ -274,6 +274,18 @@ class GeneratorVariable(VariableTracker):
         codegen.append(*codegen.call_instrs(1))
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _fits_int64(name: str, consts: tuple) -> bool:
+    """Whether every int ``name(*consts)`` can draw fits an int64."""
+    if name in ("randint", "randrange"):
+        return all(type(c) is int and c in _INT64 for c in consts)
+    return name == "getrandbits" and len(consts) == 1 and type(consts[0]) is int and (
+        consts[0] <= 63
+    )
+
+
 def _pick(rng: random.Random, name: str, n: int, consts: tuple) -> Any:
     """The indices ``name`` picks among ``n`` items: the same draws as on the items."""
     if name == "choice":
@@ -292,6 +304,9 @@ class RandomValueVariable(VariableTracker):
     expr: tuple = dataclasses.field(metadata={"no_vts": True})
     example: int | float = 0
     plan: Any = dataclasses.field(default=None, metadata={"no_vts": True})
+    # An int known to fit an int64 whatever is drawn (a randint of bounds that fit):
+    # only such an int may enter the graph as a 0-d tensor.
+    fits_int64: bool = False
 
     def python_type(self) -> type:
         return type(self.example)
@@ -361,7 +376,9 @@ def _tensor_arithmetic(tx: Tx, fn: Any, args: list) -> VariableTracker | None:
 
     drawn_first = isinstance(args[0], RandomValueVariable)
     drawn, tensor = (args[0], args[1]) if drawn_first else (args[1], args[0])
-    if type(drawn.example) not in (int, float):
+    if type(drawn.example) is not float and not (
+        type(drawn.example) is int and drawn.fits_int64
+    ):
         return None
     zero_d = as_tensor(drawn.example)
     if torch.result_type(tensor.example, drawn.example) != torch.result_type(

@@ -113,7 +113,11 @@ def store_attribute(tx: Tx, t: TensorVariable, name: str, value: VariableTracker
 
 
 def _is_own_data(t: TensorVariable, value: VariableTracker) -> bool:
-    """``value`` is ``t.data`` as read in this trace (possibly changed in place)."""
+    """``value`` is ``t.data`` as read in this trace, possibly changed in place, with
+    ``t``'s own sizes and strides (``d.t_()`` would make the store change ``t``)."""
+    example = getattr(value, "example", None)
+    if not isinstance(example, torch.Tensor) or _layout(example) != _layout(t.example):
+        return False
     node = getattr(value, "node", None)
     while node is not None and node.target is not torch._C._autograd._get_data_attr:
         in_place = node.target in _IN_PLACE_OPERATORS or (
@@ -123,6 +127,10 @@ def _is_own_data(t: TensorVariable, value: VariableTracker) -> bool:
             return False
         node = node.args[0]  # an in-place op returns its first operand
     return node is not None and node.args[0] is t.node
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return (t.shape, t.stride(), t.storage_offset(), t.dtype)
 
 
 _IN_PLACE_OPERATORS = frozenset({

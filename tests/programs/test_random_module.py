@@ -208,3 +208,22 @@ def test_breaks_cleanly(fn, x):
             assert random.getstate() == state
     with pytest.raises(bytegraph.Unsupported):
         bytegraph.compile(fn, backend="eager", fullgraph=True)(x)
+
+
+def huge_int_times_tensor(x):
+    # Small values, but nothing bounds them at trace time: no int64 input for them.
+    return x * (random.getrandbits(80) % 7), x * (random.randint(1, 3) ** 50 % 5)
+
+
+def test_ints_that_may_not_fit_an_int64_stay_out_of_the_graph(counting_backend):
+    compiled = bytegraph.compile(huge_int_times_tensor, backend=counting_backend)
+    x = torch.ones(2, dtype=torch.float64)
+    for seed in range(3):
+        random.seed(seed)
+        expected = huge_int_times_tensor(x)
+        state = random.getstate()
+        random.seed(seed)
+        assert_same_value(compiled(x), expected)
+        assert random.getstate() == state
+    with pytest.raises(bytegraph.Unsupported, match="random"):
+        bytegraph.compile(huge_int_times_tensor, backend="eager", fullgraph=True)(x)

@@ -227,3 +227,22 @@ def test_autograd_state_changes_break_cleanly(fn):
         assert torch.equal(a, e) and a.requires_grad == e.requires_grad
     with pytest.raises(bytegraph.Unsupported):
         bytegraph.compile(fn, backend="eager", fullgraph=True)(*[torch.randn(3) for _ in args])
+
+
+def transpose_data_in_place(x):
+    d = x.data
+    d.t_()
+    x.data = d
+    return x * 2
+
+
+def test_data_store_that_changes_the_layout_breaks():
+    x = torch.randn(2, 3)
+    eager_x = x.clone()
+    expected = transpose_data_in_place(eager_x)
+    actual = bytegraph.compile(transpose_data_in_place, backend="eager")(x)
+    assert_same_value(actual, expected)
+    assert x.shape == eager_x.shape == (3, 2)
+    with pytest.raises(bytegraph.Unsupported):
+        bytegraph.compile(transpose_data_in_place, backend="eager", fullgraph=True)(
+            torch.randn(2, 3))
