@@ -293,6 +293,17 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "of random.Random, arguments that are not constants, or a draw whose result depends "
        "on run-time state (shuffle, choice, sample, getstate of an unseeded generator)",
        "seed the generator inside the compiled function, or draw before it"),
+    _E("B324", "numpy_unsupported", "unsupported_value",
+       "a numpy value or call the trace does not model: a numpy function without a "
+       "torch._numpy counterpart, numpy.random, a numpy function called on a torch.Tensor, "
+       "an in-place write into an array, an array of a dtype or layout torch cannot view",
+       "convert with torch.from_numpy / Tensor.numpy() around the numpy code, or use the "
+       "torch op", ("bytegraph.config.trace_numpy",)),
+    _E("B325", "numpy_divergence", "unsupported_value",
+       "torch._numpy (numpy written over torch ops) would return another dtype, shape or "
+       "kind of value (array or numpy scalar) than numpy does for this call",
+       "cast explicitly (a.astype(...)), or keep this numpy call outside the compiled "
+       "function"),
     # -- B4xx: operators -------------------------------------------------------------
     _E("B401", "op_failed_on_metadata", "operator_failed",
        "running the op on metadata-only (fake or meta) tensors failed: wrong shapes or "

@@ -38,6 +38,12 @@ capture_dynamic_output_shape_ops: bool = False
 unbacked symbol of the trace's ShapeEnv. On, every trace runs on fake tensors
 (``graph/shapes.py``), which costs trace time. Off: each such op is a graph break."""
 
+trace_numpy: bool = True
+"""Trace numpy code on tensors (``x.numpy()``, ``np.*`` calls, ndarray methods and
+operators, ndarray arguments and results) into the graph as torch ops, through
+``torch._numpy`` (``variables/numpy.py``), as torch.compile does. Off: every numpy
+call and ``Tensor.numpy()`` is a graph break."""
+
 dump_dir: str | None = os.environ.get("BYTEGRAPH_DUMP") or None
 """A folder: every compiled frame and resume function is written there as one readable
 Python file (dump.py): its guards with the user's lines, FX graph, transformed code and

@@ -73,6 +73,7 @@ from bytegraph.variables.logging_calls import (
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
+from bytegraph.variables.numpy import wrap_numpy_object, wrap_numpy_value
 from bytegraph.variables.object_builtins import (
     OBJECT_BUILTINS,
     DataclassReplaceVariable,
@@ -225,6 +226,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user
+    array = wrap_numpy_value(tx, value, source)  # an ndarray or numpy scalar argument
+    if array is not None:
+        return array
     return _wrap_by_identity(tx, value, source)
 
 
@@ -305,6 +309,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     context = wrap_context_manager(tx, value, source)  # grad-mode classes, instances, methods
     if context is not None:
         return context
+    numpy_object = wrap_numpy_object(value, source)  # np.sin, np.sum, np.float32...
+    if numpy_object is not None:
+        return numpy_object
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value, source=source)
     higher_order = higher_order_variable(value, source)
@@ -433,4 +440,8 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ClassVariable(value)
     if is_builtin_callable(value):
         return BuiltinVariable(value)
+    if type(value).__module__ == "numpy":  # np.finfo(...).eps, a.dtype.type(1)...
+        from bytegraph.variables.numpy import wrap_numpy_constant
+
+        return wrap_numpy_constant(value)
     raise Unsupported("trace_time_value", f"a {type(value).__name__} computed at trace time")

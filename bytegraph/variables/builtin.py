@@ -29,6 +29,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.method_arguments import positional_bounds
+from bytegraph.variables.numpy import NdarrayVariable, numpy_operator
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -183,6 +184,8 @@ class BuiltinVariable(VariableTracker):
                 # so it is ``n + t`` (and fx cannot print ``0 += t``).
                 fn = _INPLACE_TO_BINARY[fn]
             return tensor_op(tx, "call_function", fn, args, kwargs)
+        if self.fn in TENSOR_OPERATORS and any(type(a) is NdarrayVariable for a in args):
+            return numpy_operator(tx, self.fn, args)
         return fold(tx, self.fn, args, kwargs)
 
     def reconstruct(self, codegen: PyCodegen) -> None:

@@ -74,7 +74,8 @@ class TensorVariable(VariableTracker):
             return (read_grad if name == "grad" else read_data)(tx, self)
         if name in _GRAPH_ATTRIBUTES:
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
-        if name in _UNSUPPORTED_METHODS and name != "requires_grad_":  # call_method decides
+        if name in _UNSUPPORTED_METHODS and name not in ("requires_grad_", "numpy"):
+            # call_method decides those two
             raise _refuse_method(name)
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
@@ -97,6 +98,10 @@ class TensorVariable(VariableTracker):
         if name == "requires_grad_" and _already_requires_grad(self, args, kwargs):
             return self  # a no-op (Hugging Face's enable_input_require_grads hook)
         if name in _UNSUPPORTED_METHODS:
+            if name == "numpy" and not args and not kwargs:
+                from bytegraph.variables.numpy import tensor_to_ndarray
+
+                return tensor_to_ndarray(tx, self)  # a break where config.trace_numpy is off
             raise _refuse_method(name)
         folded = _fold_method(tx, self, name, args, kwargs)
         if folded is not None:

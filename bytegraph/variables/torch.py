@@ -230,6 +230,10 @@ class TorchFunctionVariable(PythonValueVariable):
             if isinstance(result, (torch.finfo, torch.iinfo)):  # immutable; attributes fold
                 return ConstantVariable(result)
             return wrap_constant_result(result)
+        if args and type(args[0]).__name__ == "NdarrayVariable":  # torch.from_numpy(a)...
+            from bytegraph.variables.numpy import ndarray_to_tensor
+
+            return ndarray_to_tensor(tx, self.value, args, kwargs)
         return tensor_op(tx, "call_function", self.value, args, kwargs)
 
     def __repr__(self) -> str:

@@ -1,0 +1,524 @@
+"""numpy on tensors: ndarrays as tensors in the graph, numpy calls as torch._numpy calls.
+
+The mechanism (``config.trace_numpy``, on by default, as in torch.compile):
+
+1. An ndarray in the trace is an ``NdarrayVariable``: the TensorVariable that holds
+   its data (the same memory) and an ``ArraySpec`` (numpy's dtype, shape, strides,
+   and whether eager has a numpy scalar there rather than an array). It comes from
+   ``x.numpy()`` / ``np.asarray(x)`` (the tensor's own node), from an ndarray argument
+   of the frame (a graph input read as ``torch.from_numpy(a)``: ``NumpyTensorSource``,
+   guarded on dtype, shape and strides), or from a numpy call.
+2. A numpy call (``np.sin(a)``, ``a.sum(axis=0)``, ``a * 2``, ``a[0]``, ``a.T``) is one
+   graph node calling torch._numpy's function of the same name on the tensors
+   (``numpy_calls.graph_function``). numpy itself runs the same call once on
+   stand-in arrays (``numpy_calls.probe``): where the two disagree on what comes
+   back, the trace breaks. A call on constants only (``np.sqrt(2.0)``,
+   ``np.finfo(np.float32)``) runs in numpy at trace time.
+3. ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` is a view of the tensor (the same
+   memory, as in eager); ``torch.tensor(a)`` a contiguous copy.
+4. At the graph's edge, an ndarray the rest of the program needs is rebuilt from the
+   graph's tensor output (``tensor.numpy()``, or ``tensor.numpy()[()]`` for a numpy
+   scalar); an ndarray argument is the caller's object itself.
+
+What is not modelled breaks the graph (``numpy_unsupported``): numpy.random, a numpy
+function called on a torch.Tensor (eager returns what Tensor.__array_wrap__ makes),
+in-place writes into an array, dtypes torch has not, dynamic shapes. numpy is
+imported only once a program uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bytegraph import config
+from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import ChildSource, Source, const_expr, source_record
+from bytegraph.variables import numpy_calls
+from bytegraph.variables.base import (
+    BoundMethodVariable,
+    PythonValueVariable,
+    ValueMutationNew,
+    VariableTracker,
+)
+from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.tensor import TensorVariable, tensor_op
+
+if TYPE_CHECKING:
+    from bytegraph.codegen import PyCodegen
+    from bytegraph.translate.translator import InstructionTranslatorBase
+
+_NEW = ValueMutationNew(1)  # codegen rebuilds one object per VT: ``return a, a`` is one array
+
+
+def _refuse(detail: str) -> Unsupported:
+    return Unsupported("numpy_unsupported", detail)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NdarrayVariable(VariableTracker):
+    """A numpy array (or numpy scalar) whose data is ``tensor``'s."""
+
+    tensor: TensorVariable
+    spec: numpy_calls.ArraySpec = dataclasses.field(metadata={"no_vts": True})
+
+    def python_type(self) -> type:
+        import numpy as np
+
+        return self.spec.dtype.type if self.spec.scalar else np.ndarray
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("not_a_constant", f"the values of {self} (a numpy array)")
+
+    def truth(self, tx: InstructionTranslatorBase) -> bool:
+        raise Unsupported("data_dependent_branch", "bool() of a numpy array decides control flow")
+
+    def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
+        import numpy as np
+
+        spec = self.spec
+        folded = {
+            "shape": lambda: spec.shape, "ndim": lambda: len(spec.shape),
+            "size": lambda: _numel(spec.shape), "dtype": lambda: spec.dtype,
+            "itemsize": lambda: spec.dtype.itemsize,
+            "nbytes": lambda: _numel(spec.shape) * spec.dtype.itemsize,
+        }.get(name)
+        if folded is not None:
+            return wrap_numpy_constant(folded())
+        if name in _GRAPH_ATTRIBUTES:
+            return numpy_call(tx, "attribute", name, lambda a: getattr(a, name), [self], {})
+        if name in _REFUSED_METHODS:
+            raise _refuse(f"ndarray.{name} (writes into the array or reads its values)")
+        if callable(getattr(np.ndarray, name, None)):
+            return BoundMethodVariable(self, name)
+        raise _refuse(f"ndarray attribute {name!r}")
+
+    def call_method(
+        self,
+        tx: InstructionTranslatorBase,
+        name: str,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        if name in _REFUSED_METHODS:
+            raise _refuse(f"ndarray.{name} (writes into the array or reads its values)")
+        return numpy_call(
+            tx, "method", name, lambda a, *r, **k: getattr(a, name)(*r, **k), [self, *args], kwargs
+        )
+
+    def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
+        return numpy_operator(tx, operator.getitem, [self, index])
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        convert = numpy_calls.to_numpy_scalar if self.spec.scalar else numpy_calls.to_ndarray
+        codegen.call_const(convert, [self.tensor])
+
+    def __repr__(self) -> str:
+        kind = "scalar" if self.spec.scalar else list(self.spec.shape)
+        return f"NdarrayVariable({self.tensor.node.name}, {self.spec.dtype}, {kind})"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for n in shape:
+        total *= n
+    return total
+
+
+_GRAPH_ATTRIBUTES = frozenset({"T", "real", "imag", "mT"})
+# Methods that write into the array, expose its memory, or read its values into Python.
+_REFUSED_METHODS = frozenset({
+    "fill", "sort", "partition", "put", "itemset", "resize", "setflags", "setfield",
+    "byteswap", "dump", "dumps", "tofile", "tolist", "item", "tobytes", "tostring",
+    "__setitem__", "__array__", "__array_wrap__", "__buffer__", "__dlpack__", "view",
+    "getfield", "ctypes", "data", "base", "flags", "strides", "__iter__", "__len__",
+    "__bool__", "__int__", "__float__", "__index__", "__complex__",
+})
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NumpyFunctionVariable(PythonValueVariable):
+    """A numpy function or ufunc; ``name`` is its path in torch._numpy (None: none)."""
+
+    name: str | None = None
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        converted = _tensor_conversion(tx, self.name, args, kwargs)
+        if converted is not None:
+            return converted
+        if _all_constant(tx, args, kwargs):
+            folded = _fold(tx, self.value, args, kwargs)
+            if folded is not None:
+                return folded
+        if self.name is None:
+            name = getattr(self.value, "__name__", repr(self.value))
+            raise _refuse(f"numpy.{name} has no torch._numpy counterpart")
+        return numpy_call(tx, "function", self.name, self.value, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"NumpyFunctionVariable({self.name or self.value!r})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NumpyTypeVariable(PythonValueVariable):
+    """A numpy scalar type (``np.float32``: a dtype argument, or a constant's constructor),
+    or ``np.dtype`` / ``np.finfo`` / ``np.iinfo``, called on constants at trace time."""
+
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        if _all_constant(tx, args, kwargs):
+            folded = _fold(tx, self.value, args, kwargs)
+            if folded is not None:
+                return folded
+        raise _refuse(f"numpy.{self.value.__name__}(...) of an array")
+
+
+def _tensor_conversion(
+    tx: InstructionTranslatorBase, name: str | None, args: list, kwargs: dict
+) -> VariableTracker | None:
+    """``np.asarray(x)`` / ``np.array(x)`` of a tensor (the others refuse tensors)."""
+    tensors = any(isinstance(a, TensorVariable) for a in (*args, *kwargs.values()))
+    if not tensors:
+        if name == "asarray" and len(args) == 1 and not kwargs and isinstance(
+            args[0], NdarrayVariable
+        ) and not args[0].spec.scalar:
+            return args[0]  # numpy returns the array itself
+        return None
+    if name in ("asarray", "array") and len(args) == 1 and not kwargs:
+        array = tensor_to_ndarray(tx, args[0])
+        if name == "asarray":
+            return array
+        return numpy_call(tx, "method", "copy", lambda a: a.copy(), [array], {})
+    raise _refuse(f"numpy.{name} called on a torch.Tensor")
+
+
+def _all_constant(tx: InstructionTranslatorBase, args: list, kwargs: dict) -> bool:
+    from bytegraph.variables.containers import is_python_constant_now
+
+    return all(is_python_constant_now(tx, a) for a in (*args, *kwargs.values()))
+
+
+def _fold(
+    tx: InstructionTranslatorBase, fn: Any, args: list, kwargs: dict
+) -> VariableTracker | None:
+    """``fn`` on constants, in numpy now; None where it makes an array (a graph value)."""
+    import numpy as np
+
+    from bytegraph.variables.containers import python_constant
+
+    values = [python_constant(tx, a) for a in args]
+    kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
+    answer = numpy_calls.probe(lambda: fn(*values, **kw_values), None)
+    if _has_array(answer.value):
+        return None
+    with np.errstate(all="ignore"):
+        return wrap_numpy_constant(fn(*values, **kw_values))
+
+
+def _has_array(summary: Any) -> bool:
+    if isinstance(summary, numpy_calls.ArraySpec):
+        return not summary.scalar
+    if type(summary) in (tuple, list):
+        return any(_has_array(s) for s in summary)
+    return False
+
+
+def wrap_numpy_constant(value: Any) -> VariableTracker:
+    """A value numpy computed from constants: numpy scalars, dtypes, finfo are immutable."""
+    import numpy as np
+
+    from bytegraph.variables.builder import wrap_constant_result
+
+    if isinstance(value, (np.generic, np.dtype, np.finfo, np.iinfo)):
+        return ConstantVariable(value)
+    if isinstance(value, np.ndarray):
+        raise _refuse("a numpy array computed at trace time")
+    if type(value) is tuple:
+        from bytegraph.variables.containers import TupleVariable
+
+        return TupleVariable(tuple(wrap_numpy_constant(v) for v in value))
+    return wrap_constant_result(value)
+
+
+# -- the call ------------------------------------------------------------------------------
+
+
+def numpy_operator(
+    tx: InstructionTranslatorBase, fn: Any, args: list[VariableTracker]
+) -> VariableTracker:
+    """``a * 2``, ``a[0]``, ``-a``: an operator with an ndarray operand."""
+    if any(isinstance(a, TensorVariable) for a in args):
+        raise _refuse(f"operator {fn.__name__} between a numpy array and a torch.Tensor")
+    return numpy_call(tx, "operator", fn.__name__, fn, args, {})
+
+
+def numpy_call(
+    tx: InstructionTranslatorBase,
+    kind: str,
+    name: str,
+    real: Any,
+    args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> VariableTracker:
+    """One numpy call as a graph node, checked against numpy's own answer (``real``
+    called on stand-ins)."""
+    if "out" in kwargs:
+        raise _refuse(f"numpy {name}(out=...) writes into an array")
+    lowered = [_lower(tx, a) for a in args]
+    lowered_kw = {k: _lower(tx, v) for k, v in kwargs.items()}
+    key = (kind, name, real if kind == "function" else None,
+           tuple(p[2] for p in lowered), tuple((k, p[2]) for k, p in lowered_kw.items()))
+    try:
+        hash(key)
+    except TypeError:
+        key = None
+    answer = numpy_calls.probe(
+        lambda: real(*(p[1]() for p in lowered), **{k: p[1]() for k, p in lowered_kw.items()}),
+        key,
+    )
+    target = numpy_calls.graph_function(kind, name)
+    result = tensor_op(
+        tx, "call_function", target, [p[0] for p in lowered],
+        {k: p[0] for k, p in lowered_kw.items()},
+    )
+    what = f"{name}" if kind != "method" else f"ndarray.{name}"
+    numpy_calls.check_answer(answer.value, _examples(result), what)
+    return _as_ndarrays(result, answer.value)
+
+
+def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any, Any]:
+    """(graph argument VT, maker of numpy's stand-in, memo key) for one argument."""
+    import numpy as np
+
+    from bytegraph.variables.containers import BaseSequenceVariable, ListVariable, TupleVariable
+
+    if isinstance(vt, NdarrayVariable):
+        return vt.tensor, vt.spec.stand_in, vt.spec
+    if isinstance(vt, TensorVariable):
+        raise _refuse("a numpy operation on a torch.Tensor")
+    if isinstance(vt, BaseSequenceVariable) and not vt.is_python_constant():
+        parts = [_lower(tx, item) for item in vt.items_now(tx)]
+        rebuild = list if vt.python_type() is list else tuple
+        graph_items = tuple(p[0] for p in parts)
+        graph = (ListVariable(graph_items, mutation_type=_NEW) if rebuild is list
+                 else TupleVariable(graph_items))
+        return graph, lambda: rebuild(p[1]() for p in parts), (rebuild, tuple(p[2] for p in parts))
+    from bytegraph.variables.containers import python_constant
+
+    value = python_constant(tx, vt)
+    key = (type(value), value) if not isinstance(value, (list, dict, set)) else None
+    if isinstance(value, np.generic):  # a strong-typed scalar: a 0-d tensor of its dtype
+        dtype = numpy_calls.torch_dtype(value.dtype)
+        graph = tensor_op(tx, "call_function", numpy_calls.graph_scalar,
+                          [ConstantVariable(value.item()), ConstantVariable(dtype)], {})
+        return graph, lambda: value, key
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return ConstantVariable(numpy_calls.torch_dtype(np.dtype(value))), lambda: value, key
+    if isinstance(value, (list, tuple)) and _has_numpy_constants(value):
+        raise _refuse("numpy scalars or dtypes inside a list argument")
+    return ConstantVariable(value) if not isinstance(value, list) else vt, lambda: value, key
+
+
+def _has_numpy_constants(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_has_numpy_constants(v) for v in value)
+    return type(value).__module__ == "numpy"
+
+
+def _examples(result: VariableTracker) -> Any:
+    from bytegraph.variables.containers import BaseSequenceVariable
+
+    if isinstance(result, TensorVariable):
+        return result.example
+    if isinstance(result, BaseSequenceVariable):
+        kind = list if result.python_type() is list else tuple
+        return kind(_examples(item) for item in result.items)
+    return result
+
+
+def _as_ndarrays(result: VariableTracker, summary: Any) -> VariableTracker:
+    from bytegraph.variables.containers import ListVariable, TupleVariable
+
+    if isinstance(summary, numpy_calls.ArraySpec):
+        return NdarrayVariable(result, summary, mutation_type=_NEW)
+    items = tuple(_as_ndarrays(r, s) for r, s in zip(result.items, summary))
+    if type(summary) is list:
+        return ListVariable(items, mutation_type=_NEW)
+    return TupleVariable(items)
+
+
+# -- tensors to arrays and back -----------------------------------------------------------
+
+
+def tensor_to_ndarray(tx: InstructionTranslatorBase, t: VariableTracker) -> NdarrayVariable:
+    """``x.numpy()``: an array over the tensor's memory; what eager refuses breaks."""
+    if not isinstance(t, TensorVariable):
+        raise _refuse(f"numpy conversion of {t}")
+    if not config.trace_numpy:
+        raise Unsupported("tolist_call", "Tensor.numpy needs the tensor's values")
+    _no_dynamic_shapes(tx)
+    example = t.example
+    if t.python_type() not in (torch.Tensor, torch.nn.Parameter):
+        raise _refuse(f"numpy() of a {t.python_type().__name__}")
+    if example.requires_grad:
+        raise Unsupported("operation_raises", "Tensor.numpy() of a tensor that requires grad")
+    if t.device.type != "cpu":
+        raise Unsupported("operation_raises", f"Tensor.numpy() of a {t.device.type} tensor")
+    if example.is_conj() or example.is_neg():
+        raise Unsupported("operation_raises", "Tensor.numpy() of a conjugate or negative view")
+    dtype = numpy_calls.numpy_dtype(example.dtype)
+    return NdarrayVariable(t, numpy_calls.ArraySpec(dtype, tuple(example.shape),
+                                                    tuple(example.stride())), mutation_type=_NEW)
+
+
+def _no_dynamic_shapes(tx: InstructionTranslatorBase) -> None:
+    if tx.output.shapes is not None:
+        raise _refuse("numpy arrays in a trace with dynamic shapes")
+
+
+_TORCH_BRIDGES = {torch.from_numpy: "view", torch.as_tensor: "view", torch.asarray: "view",
+                  torch.tensor: "copy"}
+
+
+def ndarray_to_tensor(
+    tx: InstructionTranslatorBase, fn: Any, args: list, kwargs: dict
+) -> VariableTracker:
+    """``torch.from_numpy(a)`` (a view of the same memory), ``torch.tensor(a)`` (a copy)."""
+    array = args[0]
+    how = _TORCH_BRIDGES.get(fn)
+    if how is None or len(args) != 1 or kwargs:
+        raise _refuse(f"{getattr(fn, '__name__', fn)} of a numpy array")
+    if array.spec.scalar and fn is torch.from_numpy:
+        raise Unsupported("operation_raises", "torch.from_numpy of a numpy scalar (TypeError)")
+    t = array.tensor
+    if how == "copy":
+        return tensor_op(tx, "call_method", "clone", [t],
+                         {"memory_format": ConstantVariable(torch.contiguous_format)})
+    if tuple(t.example.stride()) != array.spec.strides and _numel(array.spec.shape) > 1:
+        raise Unsupported("numpy_divergence",
+                          "torch._numpy's array has another memory layout than numpy's")
+    return tensor_op(tx, "call_method", "view_as", [t, t], {})
+
+
+# -- values of the frame ------------------------------------------------------------------
+
+
+@source_record
+class NumpyTensorSource(ChildSource):
+    """``torch.from_numpy(base)``: the tensor over an ndarray argument's memory."""
+
+    def _expr(self) -> str:
+        return f"{const_expr(torch.from_numpy)}({self.base.expr()})"
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        codegen.load_callable(torch.from_numpy)
+        codegen.load_source(self.base)
+        codegen.append(*codegen.call_instrs(1))
+
+
+def _numpy() -> Any:
+    """numpy, where tracing it is on and the program has imported it; else None."""
+    return sys.modules.get("numpy") if config.trace_numpy else None
+
+
+def wrap_numpy_value(
+    tx: InstructionTranslatorBase, value: Any, source: Source
+) -> VariableTracker | None:
+    """An ndarray or numpy scalar of the frame, or None for anything else."""
+    np = _numpy()
+    if np is None or not isinstance(value, (np.ndarray, np.generic)):
+        return None
+    if isinstance(value, np.generic):
+        tx.output.add_guard(GuardKind.CONSTANT_MATCH, source, value)
+        return ConstantVariable(value, source=source)
+    return _wrap_ndarray(tx, value, source)
+
+
+def _wrap_ndarray(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
+    import numpy as np
+
+    from bytegraph.graph import metadata
+    from bytegraph.guards.guard import GuardKind
+
+    _no_dynamic_shapes(tx)
+    if type(value) is not np.ndarray:
+        raise _refuse(f"an ndarray subclass {type(value).__name__}")
+    numpy_calls.torch_dtype(value.dtype)
+    itemsize = value.dtype.itemsize
+    if any(s < 0 or s % itemsize for s in value.strides) or not value.flags.writeable:
+        raise _refuse("an ndarray argument with negative strides or read-only memory")
+    output = tx.output
+    output.add_guard(GuardKind.TYPE_MATCH, source, np.ndarray)
+    layout = (value.dtype, value.shape, value.strides, True)
+    e = source.expr()
+    output.add_guard(GuardKind.SHAPE, source,
+                     f"({e}.dtype, {e}.shape, {e}.strides, {e}.flags.writeable) == "
+                     f"{const_expr(layout)}")
+    tensor = torch.from_numpy(value)
+    meta = metadata.to_meta(tensor)
+    tensor_source = NumpyTensorSource(source)
+    node = output.add_input(tensor_source, tensor, meta)
+    t = TensorVariable(node, meta, tensor.device, source=tensor_source)
+    strides = tuple(s // itemsize for s in value.strides)
+    spec = numpy_calls.ArraySpec(value.dtype, value.shape, strides)
+    return NdarrayVariable(t, spec, source=source)
+
+
+def wrap_numpy_object(value: Any, source: Source) -> VariableTracker | None:
+    """A numpy function, ufunc or scalar type reached by identity; None for the rest."""
+    np = _numpy()
+    if np is None:
+        return None
+    if isinstance(value, type):
+        if issubclass(value, np.generic) or value in (np.finfo, np.iinfo, np.dtype):
+            return NumpyTypeVariable(value, source=source)
+        return None
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str) or module.split(".")[0] != "numpy" or not callable(value):
+        return None
+    if module not in _TNP_MODULES:
+        return None
+    return NumpyFunctionVariable(value, name=_tnp_names().get(id(value)), source=source)
+
+
+_TNP_MODULES = {"numpy": "", "numpy.linalg": "linalg.", "numpy.fft": "fft."}
+# Functions torch._numpy has that write into an argument or reach global state.
+_NOT_TRACED = frozenset({"copyto", "put", "put_along_axis", "fill_diagonal", "random",
+                         "set_default_dtype", "from_dlpack"})
+
+
+def _tnp_names() -> dict[int, str]:
+    """id(numpy object) -> its path in torch._numpy, for the names both have."""
+    names = _TNP_NAMES
+    if not names:
+        tnp = numpy_calls.tnp()
+        for module_name, prefix in _TNP_MODULES.items():
+            module = sys.modules.get(module_name)
+            counterpart = tnp if not prefix else getattr(tnp, prefix[:-1])
+            for name, obj in vars(module or {}).items() if module else ():
+                if name.startswith("_") or name in _NOT_TRACED or not callable(obj):
+                    continue
+                if isinstance(obj, type) or not hasattr(counterpart, name):
+                    continue
+                names.setdefault(id(obj), prefix + name)
+    return names
+
+
+_TNP_NAMES: dict[int, str] = {}
