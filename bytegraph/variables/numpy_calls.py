@@ -208,9 +208,10 @@ def probe(call: Callable[[], Any], key: Any) -> Answer:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = call()
-    except Exception as e:  # eager raises (or would on some values): run it there
+    except Exception as e:  # eager raises, or writes into an argument: run it there
         raise Unsupported(
-            "numpy_raises", f"numpy raised {type(e).__name__}: {e}"
+            "numpy_unsupported", f"numpy raised {type(e).__name__} on stand-in arrays "
+            f"(an error in eager too, or a write into an array): {e}"
         ) from None
     answer = Answer(_summarize(result))
     if key is not None:

@@ -1,0 +1,271 @@
+"""numpy corpus: numpy code on tensors and ndarrays, traced through torch._numpy.
+
+Each program runs eager and compiled on copies of the same inputs: results (ndarrays:
+the same type, dtype, shape and values; numpy scalars: the same scalar type) and every
+input afterwards must agree, the graph count must be what the comment or ``graphs``
+says, and a second call on new values must hit the cache. Floating values may differ
+by a few units in the last place where torch and numpy compute a function differently
+(``np.cos`` on float32); everything else is compared exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from _harness import Corpus
+
+import bytegraph
+
+CORPUS = Corpus()
+program = CORPUS.add
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape)
+
+
+def array(*shape: int, dtype: Any = np.float64) -> np.ndarray:
+    return np.asarray(torch.randn(*shape, dtype=torch.float64).numpy(), dtype=dtype)
+
+
+# --- tensors to arrays and back ------------------------------------------------------------
+
+
+@program(lambda: (randn(3, 4),))
+def sin_of_numpy(x):
+    return torch.from_numpy(np.sin(x.numpy()) * 2)
+
+
+@program(lambda: (randn(3, 4),))
+def conversions(x):
+    a = np.asarray(x)
+    b = np.array(x)
+    c = x.detach().cpu().numpy()
+    return torch.as_tensor(a + b), torch.tensor(c * 3), torch.from_numpy(a.T)
+
+
+@program(lambda: (randn(2, 3),))
+def ndarray_returned(x):
+    a = np.tanh(x.numpy())
+    return a, a, a.sum(), a.T
+
+
+@program(lambda: (randn(2, 3),))
+def astype_and_promotion(x):
+    a = x.numpy()
+    i = (x * 10).to(torch.int64).numpy()
+    return a.astype(np.float64) + 1, i / 2, i // 3, a * i, a * 2.5, np.float32(2.5) * a
+
+
+@program(lambda: (randn(3, 4),))
+def attributes_and_methods(x):
+    a = x.numpy()
+    return (a.shape, a.ndim, a.size, a.dtype, a.T.shape, a.sum(), a.mean(axis=0),
+            a.max(axis=1), a.reshape(-1).argmax(), a.cumsum(axis=1), a.std())
+
+
+@program(lambda: (randn(3, 4),))
+def indexing(x):
+    a = x.numpy()
+    return a[0], a[0, 1], a[:, 1:3] * a[:, :2], a[::2], a[..., None].shape
+
+
+@program(lambda: (randn(3, 4),))
+def finfo_iinfo_and_dtypes(x):
+    a = x.numpy()
+    eps = np.finfo(np.float32).eps
+    top = np.iinfo(np.int32).max
+    ok = isinstance(a, np.ndarray) and a.dtype == np.float32
+    return a * eps, torch.from_numpy(a) * float(top), ok, np.float64(1.5) * a
+
+
+@program(lambda: (randn(3, 4),))
+def functions(x):
+    a = x.numpy()
+    return (np.maximum(a, 0), np.clip(a, -0.5, 0.5), np.where(a > 0, a, 0.0),
+            np.concatenate([a, a * 2], axis=0), np.stack((a, a)), np.abs(a).sum(axis=1),
+            np.exp(a).max(), np.linalg.norm(a), np.dot(a, a.T), np.zeros(3), np.arange(4))
+
+
+# --- ndarray arguments ---------------------------------------------------------------------
+
+
+@program(lambda: (array(2, 3),))
+def ndarray_argument(a):
+    return np.tanh(a) + 1
+
+
+@program(lambda: (array(2, 3, dtype=np.float32), array(3, 2, dtype=np.float32)))
+def matmul_of_arguments(a, b):
+    return a @ b, np.dot(a, b).sum(axis=0)
+
+
+@program(lambda: (array(2, 3), randn(2, 3)))
+def argument_mixed_with_tensor(a, x):
+    return torch.from_numpy(a * 2).float() + x
+
+
+@program(lambda: (array(4),), graphs=0)
+def ndarray_argument_returned(a):
+    return a, a.shape
+
+
+# --- breaks ----------------------------------------------------------------------------------
+
+
+@program(lambda: (array(3),))
+def in_place_write_to_argument(a):
+    a += 1  # graph 1 computes nothing but the break's locals; the write runs in Python
+    return a * 2
+
+
+@program(lambda: (randn(3),), graphs=1)
+def item_write_through_numpy(x):
+    a = x.numpy()
+    a[0] = 5.0  # writes into x: a break, eager's write runs in Python
+    return x + 1
+
+
+@program(lambda: (randn(3),), graphs=2)
+def print_between(x):
+    a = np.cos(x.numpy())
+    print("between")
+    return torch.from_numpy(a) + 1, a
+
+
+@program(lambda: (randn(3),), graphs=1)
+def value_read_into_python(x):
+    a = x.numpy() * 2
+    return float(a.sum())
+
+
+@program(lambda: (randn(3),), graphs=0)
+def numpy_function_on_a_tensor(x):
+    return np.exp(x)  # eager: a Tensor, made by Tensor.__array_wrap__
+
+
+@program(lambda: (randn(3),), graphs=2)
+def numpy_random(x):
+    a = x.numpy() * 2
+    rng = np.random.default_rng(0)
+    return a + rng.standard_normal(3)
+
+
+@program(lambda: (array(3).astype(object),), graphs=0)
+def object_dtype_argument(a):
+    return a * 2
+
+
+@program(lambda: ((randn(3) * 10).to(torch.int64),), graphs=1)
+def truediv_default_dtype(x):
+    return x.numpy() / 2  # float64 in numpy (torch._numpy's own default: float32)
+
+
+# --- the recipe --------------------------------------------------------------------------------
+
+
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return tuple(clone(v) for v in value)
+    return copy.deepcopy(value)
+
+
+def assert_same(actual: Any, expected: Any, path: str = "result") -> None:
+    assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+    if isinstance(expected, (np.ndarray, np.generic)):
+        assert actual.dtype == expected.dtype, f"{path}: {actual.dtype} != {expected.dtype}"
+        assert np.shape(actual) == np.shape(expected), f"{path}: shape differs"
+        if expected.dtype.kind in "fc":
+            np.testing.assert_allclose(actual, expected, rtol=4 * np.finfo(expected.dtype).eps,
+                                       err_msg=path)
+        else:
+            np.testing.assert_array_equal(actual, expected, err_msg=path)
+    elif isinstance(expected, torch.Tensor):
+        assert actual.dtype == expected.dtype and actual.stride() == expected.stride(), path
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{path}: length differs"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{i}]")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def assert_same_identity(actual: tuple, expected: tuple) -> None:
+    """``return a, a`` is one object twice on both sides; an argument returned is itself."""
+    def ids(world: tuple) -> list[int]:
+        args, result = world
+        objects = [*args, *(result if isinstance(result, tuple) else (result,))]
+        first: dict[int, int] = {}
+        return [first.setdefault(id(o), i) for i, o in enumerate(objects)]
+
+    assert ids(actual) == ids(expected), "object identity differs"
+
+
+def check(fn: Any, make_inputs: Any, backend: Any) -> None:
+    inputs = make_inputs()
+    eager_args, compiled_args = clone(inputs), clone(inputs)
+    expected = fn(*eager_args)
+    compiled = bytegraph.compile(fn, backend=backend)
+    actual = compiled(*compiled_args)
+    assert_same(actual, expected)
+    assert_same(compiled_args, eager_args, "args after the call")
+    assert_same_identity((compiled_args, actual), (eager_args, expected))
+    return compiled
+
+
+@pytest.mark.parametrize("prog", list(CORPUS), ids=lambda p: p.name)
+def test_program(prog, counting_backend):
+    compiled = check(prog.fn, prog.make_inputs, counting_backend)
+    assert counting_backend.calls == prog.graphs, (
+        f"expected {prog.graphs} graph(s), got {counting_backend.calls}"
+    )
+    entries = len(compiled.entries)
+    actual = compiled(*clone(prog.make_inputs()))  # new values, same metadata
+    del actual
+    assert counting_backend.calls == prog.graphs, "the second call compiled a new graph"
+    assert len(compiled.entries) == entries, "the second call missed the cache"
+    if prog.graphs == 1 and prog.name not in _ONE_GRAPH_AFTER_A_BREAK:
+        inputs = prog.make_inputs()
+        full = bytegraph.compile(prog.fn, backend="eager", fullgraph=True)
+        assert_same(full(*clone(inputs)), prog.fn(*clone(inputs)))
+
+
+# One graph, then a break whose rest computes nothing (or runs in Python).
+_ONE_GRAPH_AFTER_A_BREAK = {
+    "in_place_write_to_argument", "item_write_through_numpy", "value_read_into_python",
+}
+
+
+def test_recompiles_on_dtype_and_shape(counting_backend):
+    compiled = bytegraph.compile(lambda a: np.tanh(a) * 2, backend=counting_backend)
+    for a in (np.ones(3), np.ones(3, np.float32), np.ones((2, 2)), np.ones(3)):
+        assert_same(compiled(a), np.tanh(a) * 2)
+    assert counting_backend.calls == 3
+
+
+def test_ndarray_argument_not_copied():
+    a = np.ones(3)
+    assert bytegraph.compile(lambda a: (a, np.sin(a)))(a)[0] is a
+
+
+def test_trace_numpy_off(counting_backend, monkeypatch):
+    monkeypatch.setattr(bytegraph.config, "trace_numpy", False)
+    x = randn(3, 4)
+    compiled = bytegraph.compile(sin_of_numpy, backend=counting_backend)
+    assert_same(compiled(x), sin_of_numpy(x))
+    assert counting_backend.calls == 0
+    report = bytegraph.explain(sin_of_numpy)(x)
+    assert any("numpy" in str(b.reason) for b in report.break_reasons)
+
+
+def test_aot_eager_backend():
+    x = randn(3, 4)
+    compiled = bytegraph.compile(functions, backend="aot_eager")
+    assert_same(compiled(x.clone()), functions(x.clone()))
