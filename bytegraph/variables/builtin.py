@@ -184,7 +184,7 @@ class BuiltinVariable(VariableTracker):
                 # so it is ``n + t`` (and fx cannot print ``0 += t``).
                 fn = _INPLACE_TO_BINARY[fn]
             return tensor_op(tx, "call_function", fn, args, kwargs)
-        if self.fn in TENSOR_OPERATORS and any(type(a) is NdarrayVariable for a in args):
+        if self.fn in TENSOR_OPERATORS and NdarrayVariable in map(type, args):
             return numpy_operator(tx, self.fn, args)
         return fold(tx, self.fn, args, kwargs)
 

@@ -15,7 +15,8 @@ The mechanism (``config.trace_numpy``, on by default, as in torch.compile):
    back, the trace breaks. A call on constants only (``np.sqrt(2.0)``,
    ``np.finfo(np.float32)``) runs in numpy at trace time.
 3. ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` is a view of the tensor (the same
-   memory, as in eager); ``torch.tensor(a)`` a contiguous copy.
+   memory, as in eager); ``torch.tensor(a)`` a copy with the same strides. Either breaks
+   where torch._numpy's tensor is laid out otherwise than numpy's array.
 4. At the graph's edge, an ndarray the rest of the program needs is rebuilt from the
    graph's tensor output (``tensor.numpy()``, or ``tensor.numpy()[()]`` for a numpy
    scalar); an ndarray argument is the caller's object itself.
@@ -408,12 +409,11 @@ def ndarray_to_tensor(
     if array.spec.scalar and fn is torch.from_numpy:
         raise Unsupported("operation_raises", "torch.from_numpy of a numpy scalar (TypeError)")
     t = array.tensor
-    if how == "copy":
-        return tensor_op(tx, "call_method", "clone", [t],
-                         {"memory_format": ConstantVariable(torch.contiguous_format)})
     if tuple(t.example.stride()) != array.spec.strides and _numel(array.spec.shape) > 1:
         raise Unsupported("numpy_divergence",
                           "torch._numpy's array has another memory layout than numpy's")
+    if how == "copy":  # torch.tensor(a) keeps a dense array's strides, as clone() does
+        return tensor_op(tx, "call_method", "clone", [t], {})
     return tensor_op(tx, "call_method", "view_as", [t, t], {})
 
 

@@ -26,6 +26,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.numpy import NdarrayVariable, ndarray_to_tensor
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 
 if TYPE_CHECKING:
@@ -230,9 +231,7 @@ class TorchFunctionVariable(PythonValueVariable):
             if isinstance(result, (torch.finfo, torch.iinfo)):  # immutable; attributes fold
                 return ConstantVariable(result)
             return wrap_constant_result(result)
-        if args and type(args[0]).__name__ == "NdarrayVariable":  # torch.from_numpy(a)...
-            from bytegraph.variables.numpy import ndarray_to_tensor
-
+        if args and type(args[0]) is NdarrayVariable:  # torch.from_numpy(a)...
             return ndarray_to_tensor(tx, self.value, args, kwargs)
         return tensor_op(tx, "call_function", self.value, args, kwargs)
 

@@ -136,5 +136,32 @@ BOOL_MAIN: list[Production] = [
     (1, "isinstance(mod, torch.nn.Module)", ""),
 ]
 
-EXTRA = {"T": TENSOR, "V": VECTOR, "S": SCALAR, "I": INT, "F": FLOAT, "B": BOOL}
+# numpy on tensors (traced through torch._numpy): operations whose results numpy and torch
+# round alike (no transcendental functions, no float reductions, whose last bits differ).
+NUMPY_TENSOR: list[Production] = [
+    (1, "torch.from_numpy(np.maximum({0}.detach().numpy(), 0.5))", "T"),
+    (1, "torch.from_numpy(np.clip({0}.detach().numpy() * 2, -1, 1))", "T"),
+    (1, "torch.from_numpy(np.where({0}.detach().numpy() > 0, {1}.detach().numpy(), 0.0))", "TT"),
+    (1, "torch.as_tensor(np.abs({0}.detach().numpy()) + {1})", "TF"),
+    (1, "torch.tensor(np.negative({0}.detach().numpy()).T).T", "T"),
+    (1, "torch.from_numpy({0}.detach().numpy().astype(np.float64) / 4).float()", "T"),
+    (1, "torch.from_numpy(np.sqrt(np.abs({0}.detach().numpy())))", "T"),
+    (1, "torch.from_numpy(np.square({0}.detach().numpy()) - {1}.detach().numpy())", "TT"),
+    (1, "torch.from_numpy(np.float32({1}) * {0}.detach().numpy())", "TF"),
+    (1, "torch.from_numpy(np.floor({0}.detach().numpy() * 4) / 4)", "T"),
+    (1, "torch.from_numpy(np.concatenate([{0}.detach().numpy(), {1}.numpy()])[:x.shape[0]])", "TT"),
+    (1, "torch.from_numpy({0}.numpy()[::-1].copy() + {0}.numpy()[0])", "T"),
+]
+NUMPY_OTHER: dict[str, list[Production]] = {
+    "I": [(1, "{0}.detach().numpy().ndim", "T"), (1, "int(np.iinfo(np.int8).max) % ({0} + 5)", "I"),
+          (1, "int(np.prod({0}.detach().numpy().shape))", "T")],
+    "F": [(1, "float(np.max({0}.detach().numpy()))", "T"),
+          (1, "float(np.finfo(np.float32).eps * {0})", "F")],
+    "B": [(1, "isinstance({0}.detach().numpy(), np.ndarray)", "T"),
+          (1, "({0}.detach().numpy().dtype == np.float32)", "T"),
+          (1, "bool(({0}.detach().numpy() > 0).any())", "T")],
+}
+
+EXTRA = {"T": TENSOR + NUMPY_TENSOR, "V": VECTOR, "S": SCALAR, "I": INT + NUMPY_OTHER["I"],
+         "F": FLOAT + NUMPY_OTHER["F"], "B": BOOL + NUMPY_OTHER["B"]}
 EXTRA_MAIN = {"T": TENSOR_MAIN, "V": VECTOR_MAIN, "I": INT_MAIN, "B": BOOL_MAIN}

@@ -145,6 +145,7 @@ import enum
 import functools
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 

@@ -91,6 +91,12 @@ def functions(x):
             np.exp(a).max(), np.linalg.norm(a), np.dot(a, a.T), np.zeros(3), np.arange(4))
 
 
+@program(lambda: (randn(3, 4),))
+def tensor_copy_keeps_strides(x):
+    # fuzz seed 11 index 182: torch.tensor(a.T) keeps a.T's strides (it was made contiguous)
+    return torch.tensor(np.negative(x.numpy()).T).T, torch.tensor(x.numpy()[:, ::2])
+
+
 # --- ndarray arguments ---------------------------------------------------------------------
 
 
