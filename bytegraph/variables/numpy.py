@@ -108,6 +108,8 @@ class NdarrayVariable(VariableTracker):
     ) -> VariableTracker:
         if name in _REFUSED_METHODS:
             raise _refuse(f"ndarray.{name} (writes into the array or reads its values)")
+        if name == "__len__" and not args and not kwargs and self.spec.shape:
+            return ConstantVariable(self.spec.shape[0])
         return numpy_call(
             tx, "method", name, lambda a, *r, **k: getattr(a, name)(*r, **k), [self, *args], kwargs
         )
@@ -140,7 +142,7 @@ _REFUSED_METHODS = frozenset({
     "fill", "sort", "partition", "put", "itemset", "resize", "setflags", "setfield",
     "byteswap", "dump", "dumps", "tofile", "tolist", "item", "tobytes", "tostring",
     "__setitem__", "__array__", "__array_wrap__", "__buffer__", "__dlpack__", "view",
-    "getfield", "ctypes", "data", "base", "flags", "strides", "__iter__", "__len__",
+    "getfield", "ctypes", "data", "base", "flags", "strides", "__iter__",
     "__bool__", "__int__", "__float__", "__index__", "__complex__",
 })
 
@@ -160,6 +162,10 @@ class NumpyFunctionVariable(PythonValueVariable):
         converted = _tensor_conversion(tx, self.name, args, kwargs)
         if converted is not None:
             return converted
+        if self.name in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs and isinstance(
+            args[0], NdarrayVariable
+        ):
+            return args[0].var_getattr(tx, self.name)  # np.shape(a): a.shape
         if _all_constant(tx, args, kwargs):
             folded = _fold(tx, self.value, args, kwargs)
             if folded is not None:
@@ -171,6 +177,9 @@ class NumpyFunctionVariable(PythonValueVariable):
 
     def __repr__(self) -> str:
         return f"NumpyFunctionVariable({self.name or self.value!r})"
+
+
+_METADATA_FUNCTIONS = frozenset({"shape", "ndim", "size"})
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -330,11 +339,16 @@ def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any
         graph = tensor_op(tx, "call_function", numpy_calls.graph_scalar,
                           [ConstantVariable(value.item()), ConstantVariable(dtype)], {})
         return graph, lambda: value, key
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+    if isinstance(value, np.dtype) or value in _PYTHON_DTYPES or (
+        isinstance(value, type) and issubclass(value, np.generic)
+    ):
         return ConstantVariable(numpy_calls.torch_dtype(np.dtype(value))), lambda: value, key
     if isinstance(value, (list, tuple)) and _has_numpy_constants(value):
         raise _refuse("numpy scalars or dtypes inside a list argument")
     return ConstantVariable(value) if not isinstance(value, list) else vt, lambda: value, key
+
+
+_PYTHON_DTYPES = (float, int, bool, complex)  # a.astype(float): numpy's float64
 
 
 def _has_numpy_constants(value: Any) -> bool:

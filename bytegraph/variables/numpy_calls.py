@@ -179,11 +179,11 @@ class ArraySpec:
 
         if self.scalar:
             return self.dtype.type(1)
-        extent = 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides)) if all(
-            self.shape) else 1
-        buffer = np.ones(extent, self.dtype)
+        reach = [(n - 1) * s for n, s in zip(self.shape, self.strides)] if all(self.shape) else []
+        low = sum(r for r in reach if r < 0)  # a[::-1]: its first element is the last in memory
+        buffer = np.ones(1 + sum(r for r in reach if r > 0) - low, self.dtype)
         strides = tuple(s * self.dtype.itemsize for s in self.strides)
-        return np.lib.stride_tricks.as_strided(buffer, self.shape, strides, writeable=False)
+        return np.lib.stride_tricks.as_strided(buffer[-low:], self.shape, strides, writeable=False)
 
 
 @dataclasses.dataclass(frozen=True)

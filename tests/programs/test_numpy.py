@@ -71,7 +71,20 @@ def attributes_and_methods(x):
 @program(lambda: (randn(3, 4),))
 def indexing(x):
     a = x.numpy()
-    return a[0], a[0, 1], a[:, 1:3] * a[:, :2], a[::2], a[..., None].shape
+    return a[0], a[0, 1], a[:, 1:3] * a[:, :2], a[::2], a[..., None].shape, a[::-1] + 1
+
+
+@program(lambda: (randn(3, 4),))
+def metadata_functions_and_python_dtypes(x):
+    a = x.numpy()
+    return np.shape(a), np.ndim(a), np.size(a), len(a), a.astype(float), a.astype(int)
+
+
+@program(lambda: (randn(3, 4),))
+def arrays_stored_and_compared(x):
+    a = x.numpy() * 2
+    box = {"a": a, "pair": (a, a + 1)}
+    return box, a is None, a is not None
 
 
 @program(lambda: (randn(3, 4),))
@@ -199,6 +212,10 @@ def assert_same(actual: Any, expected: Any, path: str = "result") -> None:
         assert len(actual) == len(expected), f"{path}: length differs"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same(a, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys differ"
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
@@ -207,11 +224,19 @@ def assert_same_identity(actual: tuple, expected: tuple) -> None:
     """``return a, a`` is one object twice on both sides; an argument returned is itself."""
     def ids(world: tuple) -> list[int]:
         args, result = world
-        objects = [*args, *(result if isinstance(result, tuple) else (result,))]
+        objects = [*args, *_leaves(result)]
         first: dict[int, int] = {}
         return [first.setdefault(id(o), i) for i, o in enumerate(objects)]
 
     assert ids(actual) == ids(expected), "object identity differs"
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    return [value]
 
 
 def check(fn: Any, make_inputs: Any, backend: Any) -> None:
@@ -275,3 +300,16 @@ def test_aot_eager_backend():
     x = randn(3, 4)
     compiled = bytegraph.compile(functions, backend="aot_eager")
     assert_same(compiled(x.clone()), functions(x.clone()))
+
+
+def test_bytegraph_works_without_numpy():
+    """numpy is optional: bytegraph imports and traces where it cannot be imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "import torch, bytegraph\n"
+            "assert bytegraph.compile(lambda x: x.sin() * 2)(torch.ones(2)).shape == (2,)\n")
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
