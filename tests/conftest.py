@@ -57,6 +57,10 @@ def clone_value(value: Any, memo: dict[int, Any] | None = None) -> Any:
         copy = [clone_value(v, memo) for v in value]
     elif isinstance(value, dict):
         copy = {k: clone_value(v, memo) for k, v in value.items()}
+        if type(value) is collections.defaultdict:
+            copy = collections.defaultdict(value.default_factory, copy)
+        elif type(value) in (collections.OrderedDict, collections.Counter):
+            copy = type(value)(copy)
     elif type(value) is tuple:
         copy = tuple(clone_value(v, memo) for v in value)
     elif type(value) is collections.deque:

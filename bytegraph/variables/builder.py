@@ -41,6 +41,7 @@ from bytegraph.variables.base import (
     VariableTracker,
 )
 from bytegraph.variables.builtin import BuiltinVariable, is_builtin_callable
+from bytegraph.variables.collections import collections_function
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.containers import (
     DICT_TYPES,
@@ -341,6 +342,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return module_log_function(value, source)
     if is_itertools_function(value):
         return ItertoolsFunctionVariable(value, source=source)
+    modelled = collections_function(value, source)
+    if modelled is not None:
+        return modelled
     if is_builtin_callable(value):
         return BuiltinVariable(value, source=source)
     if is_namedtuple_class(value):

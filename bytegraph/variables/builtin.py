@@ -391,10 +391,17 @@ def _dict_or_set(tx, fn, args) -> VariableTracker | None:
         if fn is operator.ior:
             a.call_method(tx, "update", [b], {})
             return a
-        merged = a.new_like(dict(a.items_now(tx)))
+        # ``dict | OrderedDict``: the right operand's type is a subclass with its own
+        # ``__ror__``, which CPython tries first: its type (and factory) wins.
+        first = b if _proper_subclass(b.python_type(), a.python_type()) else a
+        merged = first.new_like(dict(a.items_now(tx)))
         merged.call_method(tx, "update", [b], {})
         return merged
     return None
+
+
+def _proper_subclass(sub: type, cls: type) -> bool:
+    return sub is not cls and issubclass(sub, cls)
 
 
 def _set_or_dict_operator(fn: Any) -> Handler:

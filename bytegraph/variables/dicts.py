@@ -93,6 +93,8 @@ class DictVariable(VariableTracker):
         items = self.items_now(tx)
         if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
             return self._missing(tx, args[0])
+        if name == "__missing__" and self.dict_type is defaultdict and len(args) == 1:
+            return self._missing(tx, args[0])
         if name == "fromkeys":  # a classmethod, read through an instance
             from bytegraph.variables.builtin import BuiltinVariable
 
@@ -196,6 +198,8 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
     if other is not None:
         if isinstance(other, DictVariable):
             items.update(other.items_now(tx))
+        elif _dict_subclass_contents(other) is not None:
+            items.update(_dict_subclass_contents(other).items_now(tx))
         else:
             for pair in other.unpack_sequence(tx):
                 kv = pair.unpack_sequence(tx)
@@ -203,6 +207,16 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
                     raise Unsupported("operation_raises", "dict update element is not a pair")
                 items[_key(kv[0])] = kv[1]
     items.update(kwargs)
+
+
+def _dict_subclass_contents(value: VariableTracker) -> DictVariable | None:
+    """The contents of a dict-subclass object (a Counter) that ``dict.update`` reads
+    directly: CPython's fast path, taken where the class keeps dict's ``__iter__``."""
+    from bytegraph.variables.user_dicts import UserDictObjectVariable
+
+    if isinstance(value, UserDictObjectVariable) and value._inherits("__iter__"):
+        return value.mapping
+    return None
 
 
 def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):

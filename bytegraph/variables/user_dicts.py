@@ -158,7 +158,9 @@ class UserDictObjectVariable(UserDefinedObjectVariable):
         if name == "__init__":  # dict.__init__(self, *args, **kwargs) is an update
             name = "update"
         elif name == "__getitem__" and self.lookup(tx, "__missing__") is not None:
-            raise Unsupported("unsupported_method", f"{self.cls.__qualname__} defines __missing__")
+            from bytegraph.variables.collections import MissingGetItemVariable
+
+            return MissingGetItemVariable(owner=self)
         elif name not in _CONTENT_METHODS:
             raise Unsupported("unsupported_method", f"{name} of a {self.cls.__qualname__}")
         return BoundMethodVariable(self.mapping, name)

@@ -660,6 +660,13 @@ def frozen_instance_read(x, f):
     return x * f.scale + f.value
 
 
+@add(lambda: (torch.randn(3), Equal(1), Equal(1)))
+def custom_eq_is_inlined(x, a, b):
+    y = x * 2
+    same = a == b
+    return y + same, a != b
+
+
 # -- what cannot be modelled: breaks, each mutation still exactly once ----------------------------
 
 
@@ -668,13 +675,6 @@ def custom_setattr_store_breaks(x, g):
     y = x * 2
     g.value = 1
     return y + 1
-
-
-@add(lambda: (torch.randn(3), Equal(1), Equal(1)), graphs=2)
-def custom_eq_breaks(x, a, b):
-    y = x * 2
-    same = a == b
-    return y + same
 
 
 WITH_META = WithMeta()

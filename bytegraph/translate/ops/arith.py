@@ -16,6 +16,7 @@ from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.exceptions import ObservedRaise
+from bytegraph.variables.user_arithmetic import user_operator
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -38,6 +39,9 @@ COMPARE_OPERATORS = {
 
 
 def apply_operator(tx: Tx, fn: object, *args: VariableTracker) -> VariableTracker:
+    user = user_operator(tx, fn, args)  # a user class's own __add__, __radd__, __neg__...
+    if user is not None:
+        return user
     return BuiltinVariable(fn).call_function(tx, list(args), {})
 
 
