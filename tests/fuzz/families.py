@@ -7,6 +7,9 @@ in ``f``, which also sees ``lst``, ``dct``, ``obj``, ``opt`` (a vector or
 None), ``mod`` (a ``Net``) and ``w``. Names used here come from
 ``prelude.py`` (``Stats``, ``Child``, ``Key``, ``gen_rows``...).
 
+Draws from the ``random`` module are deterministic: the runner seeds the module's
+generator before every call on both sides, and compares its state afterwards.
+
 Excluded on purpose, because eager itself is not deterministic or the two
 namespaces could never agree: dropout in training mode, ``torch.empty``,
 ``id()``, sets of objects hashed by identity, and scatters with repeated
@@ -50,6 +53,10 @@ TENSOR: list[Production] = [
     (1, "Base({1}).apply({0})", "TF"), (1, "torch.stack(list(gen_rows({0})))", "T"),
     (1, "(lambda *a, **kw: a[0] * len(kw))({0}, p=1, q=2)", "T"), (1, "{0}.clone().detach()", "T"),
     (1, "{0}.to(torch.float64).to(torch.float32)", "T"),
+    (1, "({0} * random.random())", "T"), (1, "(random.uniform(-1.0, 1.0) - {0})", "T"),
+    (1, "({0} / (random.random() + 0.5) + random.randint(1, 3))", "T"),
+    (1, "({0} * random.Random(5).uniform(0, 2))", "T"),
+    (1, "({0} + {0}.data)", "T"), (1, "{0}.data.clone()", "T"),
 ]
 VECTOR: list[Production] = [
     (1, "F.softmax({0}, dim=0)", "V"), (1, "{0}.sort().values", "V"), (1, "{0}.cumsum(0)", "V"),
@@ -80,14 +87,19 @@ INT: list[Production] = [
     (1, "len(list(gen_rows({0})))", "T"),
     (1, "len(Stats({0}))", "T"), (1, "(Child({0}, 2).b + Base({1}).a)", "II"),
     (1, "Mode.ADD.value", ""), (1, "len(Config().tags)", ""), (1, "Point({0}, 2).b", "I"),
-    (1, "sum(Point({0}, {1}))", "II"), (1, "len({{Key({0}), Key(1), Key({1})}})", "II"),
+    (1, "sum(Point({0}, {1}))", "II"), (1, "random.randint(0, 9)", ""),
+    (1, "random.randrange(1, 20, 3)", ""), (1, "random.Random({0} % 7).randint(0, 9)", "I"),
+    (1, "(random.seed({0} % 5) or random.randint(0, 9))", "I"),
+    (1, "random.Random(2).choice([{0}, {1}, 3])", "II"),
+    (1, "len({{Key({0}), Key(1), Key({1})}})", "II"),
     (1, "{{Key(1): 5}}.get(Key({0}), 0)", "I"), (1, "Slotted({0}, 1).a", "I"),
     (1, "len(Child(1, 2).name())", ""), (1, "abs({0} - 3)", "I"),
 ]
 FLOAT: list[Production] = [
     (1, "float({0}.sum())", "T"), (1, "float({0})", "S"), (1, "round({0}, 2)", "F"),
     (1, "abs({0})", "F"), (1, "float(str({0}))", "I"), (1, "max({0}, 0.25)", "F"),
-    (1, "sum([0.5, {0}])", "F"),
+    (1, "sum([0.5, {0}])", "F"), (1, "random.random()", ""),
+    (1, "(random.gauss(0.0, 1.0) * {0})", "F"),
 ]
 BOOL: list[Production] = [
     (1, "(0 <= {0} < {1})", "II"), (1, "({0} in {{1, 2, 3}})", "I"),
@@ -105,12 +117,13 @@ TENSOR_MAIN: list[Production] = [
     (1, "({0} * w.grad if w.grad is not None else {0})", "T"),
     (1, "(x.grad if x.grad is not None else {0})", "T"),
     (1, "({0} * torch.tensor(lst[:1] or [1]))", "T"), (1, "({0} * getattr(obj, 'a', 1))", "T"),
-    (1, "({0} * dct.get('c', 2))", "T"),
+    (1, "({0} * dct.get('c', 2))", "T"), (1, "({0} + x.data)", "T"),
+    (1, "(x.grad.sum() + {0} if x.grad is not None else {0})", "T"),
 ]
 VECTOR_MAIN: list[Production] = [
     (2, "(opt if opt is not None else {0})", "V"),
     (1, "(w.grad if w.grad is not None else {0})", "V"),
-    (1, "mod.lin({0})", "V"), (1, "(mod.steps * {0})", "V"),
+    (1, "mod.lin({0})", "V"), (1, "(mod.steps * {0})", "V"), (1, "(w.data * 2 + {0})", "V"),
 ]
 INT_MAIN: list[Production] = [
     (1, "len(sorted(lst, key=lambda v: -v)[:2])", ""),
@@ -125,6 +138,8 @@ INT_MAIN: list[Production] = [
     (1, "sum(p.numel() for p in mod.parameters())", ""), (1, "len(list(mod.buffers()))", ""),
     (1, "len(list(mod.named_modules()))", ""), (1, "Stats.count", ""),
     (1, "len(dct.keys() - {{'a'}})", ""), (1, "(len(dct) if 'c' in dct else {0})", "I"),
+    (1, "(random.Random(4).shuffle(lst) or len(lst))", ""),
+    (1, "(random.shuffle(lst) or lst[0] if lst else {0})", "I"),
 ]
 BOOL_MAIN: list[Production] = [
     (1, "(opt is None)", ""), (1, "(opt is not None and opt.sum() > 0)", ""),

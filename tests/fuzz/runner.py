@@ -31,6 +31,7 @@ import gc
 import io
 import linecache
 import os
+import random
 import sys
 import traceback
 import types
@@ -73,6 +74,7 @@ class Observed:
     internal: bool | None = None
     explained: str = ""
     world_collected: tuple[Any, Any, Any] | None = None  # ``world`` after gc.collect()
+    random_state: int = 0  # hash of ``random.getstate()`` after the call
 
 
 class GraphCounter:
@@ -137,6 +139,7 @@ def normalize(value: Any, memo: dict[int, Any]) -> Any:
 def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Observed:
     args = namespace[f"inputs_{call}"]()
     torch.manual_seed(call)
+    random.seed(call)  # the module's generator too: programs draw from ``random``
     stdout = io.StringIO()
     # No automatic collection from here to the first snapshot: ``world`` is what
     # reference counting alone left, whatever earlier programs did to the collector's
@@ -154,6 +157,7 @@ def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Obs
             internal, explained = is_internal(error, namespace["__file__"]), explain_internal(error)
             drop_tracebacks(error)
         grad_enabled = torch.is_grad_enabled()
+        random_state = hash(random.getstate())
         torch.set_grad_enabled(True)
         state = {name: namespace[name] for name in STATE_GLOBALS}
         world = normalize((args, state, result), {})
@@ -163,7 +167,7 @@ def observe(namespace: dict[str, Any], fn: Callable[..., Any], call: int) -> Obs
     collected = normalize((args, state, result), {})
     return Observed(
         error, stdout.getvalue(), grad_enabled, world, [str(w.message) for w in caught],
-        internal, explained, collected,
+        internal, explained, collected, random_state,
     )
 
 
@@ -259,6 +263,8 @@ def compare(eager: Observed, compiled: Observed, filename: str) -> tuple[str, st
         return "wrong:exception_chain", chain
     if eager.stdout != compiled.stdout:
         return "wrong:stdout", f"eager {eager.stdout!r}, compiled {compiled.stdout!r}"
+    if eager.random_state != compiled.random_state:
+        return "wrong:random_state", "the random module's generator state after the call differs"
     if eager.grad_enabled != compiled.grad_enabled:
         return "wrong:grad_mode", f"grad mode after the call: compiled {compiled.grad_enabled}"
     collected = eager.world_collected, compiled.world_collected

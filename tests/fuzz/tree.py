@@ -143,6 +143,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import random
 import sys
 
 import numpy as np
