@@ -22,7 +22,10 @@ def test_runner_on_three_programs(tmp_path: Path, capsys) -> None:
     import json
 
     out = tmp_path / "out.json"
-    main(["--source", str(FIXTURE), "--jobs", "1", "--timeout", "120", "--json", str(out)])
+    main([
+        "--source", str(FIXTURE), "--newer", "", "--jobs", "1", "--timeout", "120",
+        "--json", str(out),
+    ])
     rows = {r["id"]: r for r in json.loads(out.read_text())["programs"]}
     assert sorted(rows) == [
         "test_functions::test_add", "test_functions::test_break",

@@ -6,7 +6,8 @@ its closure cells, of the object it is a method of (a module's parameters and
 buffers), and of its module's data globals. ``normalize`` turns that state into
 plain containers (user objects become dicts of their attributes, classes and
 functions their names) so two replays, which never share an object, compare by
-structure. ``difference`` finds the first place where a compiled run differs
+structure; an iterator or generator left behind is read to its end (what a caller
+would read next). ``first_difference`` finds the first place where a compiled run differs
 from eager: tensors with torch's default float tolerances (NaN equal to NaN),
 their dtype, shape, requires_grad and ``.grad``; everything else with ``==``.
 """
@@ -18,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import itertools
 import random
 import traceback
 import types
@@ -31,6 +33,7 @@ import torch
 from bench.dynamo_corpus import shim
 
 MAX_DEPTH = 8
+MAX_ITEMS = 100  # items read from an iterator left in the result or state
 # attributes a compiler sets on the module it compiles: not the program's state
 COMPILER_MARKS = frozenset({"_compiled_call_impl", "_is_torch_compile"})
 SEED = 1234
@@ -140,6 +143,15 @@ def normalize(value: Any, memo: dict[int, Any], depth: int) -> Any:
     if isinstance(value, (int, float, complex, str, bytes, bool, type(None), torch.dtype,
                           torch.device, torch.Size)):
         return value
+    if isinstance(value, types.GeneratorType) or (
+        type(value).__module__ in ("builtins", "itertools") and hasattr(type(value), "__next__")
+    ):  # what is left to read, as the caller would (at most ``MAX_ITEMS``)
+        memo[id(value)] = f"<{type(value).__name__} seen before>"
+        try:
+            items = list(itertools.islice(value, MAX_ITEMS))
+        except Exception as exc:  # noqa: BLE001  (raising while read is part of what is left)
+            items = [("raised", type(exc).__name__, str(exc))]
+        return ("iterator", type(value).__name__, [normalize(v, memo, depth + 1) for v in items])
     if hasattr(value, "__dict__"):
         copy = {"__class__": type(value).__qualname__}
         memo[id(value)] = copy

@@ -26,7 +26,7 @@ STARTUP_SECONDS = 180.0
 SYSTEMS = ("eager", "bytegraph", "torch")
 
 
-def worker_main(conn: Connection, root: str | None, src: str, log: str) -> None:
+def worker_main(conn: Connection, root: str | None, log: str) -> None:
     if root:
         sys.path.insert(0, root)
     with open(log, "ab") as sink:  # the tests' prints and torch's warnings
@@ -46,11 +46,12 @@ def worker_main(conn: Connection, root: str | None, src: str, log: str) -> None:
         if task is None:
             return
         if task[0] == "discover":
-            conn.send(("result", worker.discover(task[1], src)))
+            conn.send(("result", worker.discover(task[1])))
         else:
-            worker.run_program(
-                task[1], src, task[2], lambda system, o: conn.send(("partial", system, o))
-            )
+            def send(system: str, outcome: dict) -> None:
+                conn.send(("partial", system, outcome))
+
+            worker.run_program(task[1], task[2], send)
             conn.send(("result", None))
 
 
@@ -70,8 +71,8 @@ class Worker:
 class WorkerPool:
     """``jobs`` reusable workers; use as a context manager."""
 
-    def __init__(self, jobs: int, timeout: float, root: str | None, src: str, log: str) -> None:
-        self.timeout, self.root, self.src, self.log = timeout, root, src, log
+    def __init__(self, jobs: int, timeout: float, root: str | None, log: str) -> None:
+        self.timeout, self.root, self.log = timeout, root, log
         self.context = multiprocessing.get_context("spawn")
         self.bytegraph_file = ""
         self.workers = [self.start() for _ in range(max(1, jobs))]
@@ -85,7 +86,7 @@ class WorkerPool:
     def start(self) -> Worker:
         parent, child = self.context.Pipe()
         process = self.context.Process(
-            target=worker_main, args=(child, self.root, self.src, self.log), daemon=True
+            target=worker_main, args=(child, self.root, self.log), daemon=True
         )
         process.start()
         child.close()

@@ -37,22 +37,26 @@ HERE = Path(__file__).resolve().parent
 BAD = ("wrong", "error", "internal", "timeout", "crash", "harness")
 
 
-def program_id(ref: source.TestRef, call: int) -> str:
-    return f"{ref.file}::{ref.name}" + (f"#{call}" if call else "")
+def program_id(ref: source.TestRef, call: int, shared: set[tuple[str, str]]) -> str:
+    """``file::test[#call]``; ``file::Class.test[#call]`` where classes share a test name."""
+    test = f"{ref.cls}.{ref.name}" if (ref.file, ref.name) in shared else ref.name
+    return f"{ref.file}::{test}" + (f"#{call}" if call else "")
 
 
 def select(refs: list[source.TestRef], args: argparse.Namespace) -> list[source.TestRef]:
     if args.family:
         refs = [r for r in refs if r.family in args.family.split(",")]
     if args.test:
-        refs = [r for r in refs if any(f"{r.file}::{r.name}".startswith(t.split("#")[0])
-                                       for t in args.test)]
+        refs = [r for r in refs if any(
+            f"{r.file}::{r.name}".startswith(t.split("#")[0])
+            or f"{r.file}::{r.cls}.{r.name}".startswith(t.split("#")[0]) for t in args.test
+        )]
     return refs
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     src = args.source
-    refs = select(source.all_tests(src), args)
+    refs = select(source.all_tests(src, args.newer), args)
     skipped = collections.Counter(r.skip for r in refs if r.skip)
     candidates = [r for r in refs if not r.skip]
     root = str(Path(args.bytegraph_root).resolve()) if args.bytegraph_root else None
@@ -60,7 +64,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         sys.path.insert(0, root)
     log = args.log or os.path.join(tempfile.gettempdir(), f"dynamo_corpus_{os.getpid()}.log")
     started = time.perf_counter()
-    with WorkerPool(args.jobs, args.timeout, root, src, log) as pool:
+    with WorkerPool(args.jobs, args.timeout, root, log) as pool:
         found = pool.map([("discover", r) for r in candidates])
         programs = []
         for ref, answer in zip(candidates, found):
@@ -78,13 +82,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         outcomes = pool.map([("run", ref, call) for ref, call in programs], progress)
         bytegraph_file = pool.bytegraph_file
+    names = collections.Counter((r.file, r.name) for r in source.all_tests(src, args.newer))
+    shared = {key for key, count in names.items() if count > 1}
     rows = []
     for (ref, call), result in zip(programs, outcomes):
         eager = result.get("eager", {"outcome": "crash", "detail": "no answer"})
         if eager["outcome"] == "skip":
             skipped["eager: " + eager["detail"].split(":")[0]] += 1
             continue
-        row = {"id": program_id(ref, call), "family": ref.family, "eager": eager}
+        row = {"id": program_id(ref, call, shared), "family": ref.family, "eager": eager}
         for system in ("bytegraph", "torch"):
             row[system] = result.get(system) or {
                 "outcome": eager["outcome"], "detail": eager.get("detail", ""), "graphs": 0,
@@ -169,7 +175,7 @@ def print_lists(data: dict[str, Any]) -> None:
     missing = [r for r in rows if r["torch"]["graphs"] > 0 and r["bytegraph"]["graphs"] == 0]
     print(f"\ntorch.compile compiles >= 1 graph, bytegraph none ({len(missing)}):")
     for r in missing:
-        reason = r["bytegraph"]["break"] or r["bytegraph"]["outcome"]
+        reason = r["bytegraph"]["break"] or f"({r['bytegraph']['outcome']}, no break recorded)"
         print(f"  {r['id']} [{r['family']}] (tc {r['torch']['graphs']}): {reason[:150]}")
 
 
@@ -205,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bytegraph-root", help="import bytegraph from this checkout")
     parser.add_argument("--source", default=source.source_dir(),
                         help="the torchdynamo snapshot: a git dir or checkout")
+    parser.add_argument("--newer", default=source.newer_dir(),
+                        help="a directory with test/dynamo/ files from PyTorch (generators, "
+                             "sets, exceptions); '' for none")
     parser.add_argument("--log", help="where the workers' stdout and stderr go")
     args = parser.parse_args(argv)
     if args.report:

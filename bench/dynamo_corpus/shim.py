@@ -52,10 +52,11 @@ class Recorder:
     def __init__(self, stop_at: int | None) -> None:
         self.stop_at = stop_at
         self.calls: list[tuple[int, str]] = []  # (id of the optimized wrapper, signature)
+        self.variant = ""  # the parametrize values in force
 
     def call(self, wrapper_id: int, fn: Any, args: tuple, kwargs: dict) -> Any:
         index = len(self.calls)
-        self.calls.append((wrapper_id, signature(fn, args, kwargs)))
+        self.calls.append((wrapper_id, self.variant + signature(fn, args, kwargs)))
         if index == self.stop_at:
             raise Captured(fn, args, kwargs)
         return fn(*args, **kwargs)
@@ -163,16 +164,32 @@ class Lenient:
         return None
 
 
-class TestCase(unittest.TestCase):
-    """Dynamo's TestCase with every ``assert*`` lenient (they check Dynamo's counters)."""
+def _checked(name: str) -> Callable[..., Any]:
+    real = getattr(unittest.TestCase, name)
 
-    def __getattribute__(self, name: str) -> Any:
-        if name.startswith("assert") or name in ("fail", "subTest"):
-            return Lenient()
-        return super().__getattribute__(name)
+    def check(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if ACTIVE:  # replaying: Dynamo's counters and results are not checked
+            return Lenient()(*args, **kwargs)
+        return real(self, *args, **kwargs)  # inside a program (make_dynamo_test): real
+
+    check.__name__ = name
+    return check
+
+
+class TestCase(unittest.TestCase):
+    """Dynamo's TestCase: ``assert*`` do nothing during a replay, check inside a program."""
 
     def skipTest(self, reason: Any) -> None:  # noqa: N802  (unittest's name)
         raise NeedsDynamo(f"skipTest: {reason}")
+
+    def assertExpectedInline(self, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+        return None
+
+
+for _name in dir(unittest.TestCase):
+    if _name.startswith("assert") and _name not in vars(TestCase):
+        setattr(TestCase, _name, _checked(_name))
+TestCase.fail = _checked("fail")  # type: ignore[method-assign]
 
 
 class Missing:
@@ -190,7 +207,9 @@ class Missing:
         raise NeedsDynamo(self._name)
 
 
-SUBMODULES = frozenset({"config", "testing", "test_case", "utils", "exc", "eval_frame"})
+SUBMODULES = frozenset({
+    "config", "testing", "test_case", "utils", "exc", "eval_frame", "common_utils",
+})
 
 
 class LenientModule(types.ModuleType):
@@ -259,6 +278,60 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+def graph_break() -> None:
+    """``torch._dynamo.graph_break()``: a C function neither compiler can trace."""
+    from torch._C._dynamo.eval_frame import unsupported
+
+    unsupported(None, None)
+
+
+def compile_stub(model: Any = None, **kwargs: Any) -> Any:
+    """``torch.compile`` while a test replays: a recorder, bare or as a decorator."""
+    return Optimize() if model is None else Optimize()(model)
+
+
+class EagerAndRecordGraphs:
+    def __init__(self) -> None:
+        self.graphs: list = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def make_dynamo_test(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The test method itself is the program, called with the test case."""
+    def test(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return Optimized(fn)(self, *args, **kwargs)
+
+    test.__name__ = fn.__name__
+    return test
+
+
+def parametrize(name: str, values: Any, **options: Any) -> Callable[..., Any]:
+    """Run the test once per value (each one a distinct program: ``Recorder.variant``)."""
+    names = [n.strip() for n in name.split(",")]
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def test(self: Any, *args: Any, **kwargs: Any) -> None:
+            for index, value in enumerate(values):
+                if ACTIVE:
+                    ACTIVE[-1].variant = f"{ACTIVE[-1].variant}{name}={index};"
+                bound = dict(zip(names, value)) if len(names) > 1 else {name: value}
+                fn(self, *args, **kwargs, **bound)
+
+        test.__name__ = fn.__name__
+        return test
+
+    return decorate
+
+
+def _decorator_factory(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return args[0]
+    return _identity
+
+
 def _exceptions() -> dict[str, type]:
     return {name: type(name, (Exception,), {}) for name in (
         "ResetRequired", "Unsupported", "BackendCompilerFailed", "RestartAnalysis",
@@ -276,7 +349,7 @@ def _build(name: str) -> types.ModuleType:
     if name == "torchdynamo":
         values = dict(
             optimize=optimize, optimize_assert=optimize, run=_identity, disable=_identity,
-            reset=_nothing, graph_break=_nothing, allow_in_graph=_identity,
+            reset=_nothing, graph_break=graph_break, allow_in_graph=_identity,
             disallow_in_graph=_identity, skip=_identity,
         )
     elif name == "torchdynamo.testing":
@@ -287,6 +360,18 @@ def _build(name: str) -> types.ModuleType:
             rand_strided=dynamo_testing.rand_strided,
             reduce_to_scalar_loss=dynamo_testing.reduce_to_scalar_loss,
             collect_results=dynamo_testing.collect_results,
+            EagerAndRecordGraphs=EagerAndRecordGraphs, normalize_gm=_identity,
+        )
+    elif name == "torchdynamo.common_utils":
+        values = dict(
+            make_dynamo_test=make_dynamo_test, parametrize=parametrize,
+            instantiate_parametrized_tests=_identity, munge_exc=_identity,
+            run_tests=_nothing, TestCase=TestCase,
+            **{n: _decorator_factory for n in (
+                "skipIfTorchDynamo", "xfailIfTorchDynamo", "skipIfCrossRef", "skipIfWindows",
+                "skipIfRocm", "serialTest", "unMarkDynamoStrictTest", "markDynamoStrictTest",
+                "skipIfNoDill", "slowTest", "xfailIfPy312",
+            )},
         )
     elif name == "torchdynamo.test_case":
         values = dict(TestCase=TestCase, run_tests=_nothing)
@@ -329,7 +414,15 @@ def adapt(text: str) -> str:
 
     ``jit_utils`` needs ``expecttest``; its ``JitTestCase`` only serves as a base class.
     """
-    return text.replace(
+    text = text.replace(
         "from torch.testing._internal.jit_utils import JitTestCase",
         "from torchdynamo.test_case import TestCase as JitTestCase",
     )
+    # the files written after the move into PyTorch: the same stand-ins, under their names
+    for old, new in (
+        ("torch.testing._internal.common_utils", "torchdynamo.common_utils"),
+        ("torch.testing._internal.logging_utils", "torchdynamo.logging_utils"),
+        ("torch._dynamo", "torchdynamo"),
+    ):
+        text = text.replace(old, new)
+    return text

@@ -26,6 +26,14 @@ from pathlib import Path
 
 SNAPSHOT_COMMIT = "482320b384bc0e872f9ba967b1a9b252cb3cd364"
 DEFAULT_SOURCE = "/work/.mirror/pytorch+torchdynamo/repo"
+# Files written after Dynamo moved into PyTorch (generators, sets, exceptions), partly
+# transcribed from pytorch/pytorch's test/dynamo into this directory (not committed).
+DEFAULT_NEWER = "/work/dynamo_corpus_src"
+NEWER_FILES = {
+    "test_generator": "generators",
+    "test_sets": "sets",
+    "test_exceptions": "exceptions",
+}
 
 # test file -> family of its programs when their content says nothing more specific
 FILES = {
@@ -70,7 +78,7 @@ SKIP_MARKERS = (
     ("dynamo internals", re.compile(
         r"bytecode_transformation|convert_frame|eval_frame|mutation_guard|GenerationTracker|"
         r"torchdynamo\.variables|debug_utils|guards|_eval_frame|set_eval_frame|"
-        r"torchdynamo\.optimizations|is_aot_autograd_safe_to_run|torch\._dynamo"
+        r"torchdynamo\.optimizations|is_aot_autograd_safe_to_run"
     )),
     ("optimize as context manager", re.compile(r"with torchdynamo\.(optimize|run)")),
     ("onnx", re.compile(r"onnx")),
@@ -87,10 +95,15 @@ class TestRef:
     name: str
     family: str
     skip: str | None  # why it is left out, or None
+    src: str  # where the file is read from (``read``)
 
 
 def source_dir() -> str:
     return os.environ.get("DYNAMO_CORPUS_SOURCE", DEFAULT_SOURCE)
+
+
+def newer_dir() -> str:
+    return os.environ.get("DYNAMO_CORPUS_SOURCE_NEWER", DEFAULT_NEWER)
 
 
 @functools.cache
@@ -115,6 +128,8 @@ def read(file: str, source: str) -> str:
 
 
 def family_of(text: str, file: str) -> str:
+    if file in NEWER_FILES:  # a file of one subject: its family
+        return NEWER_FILES[file]
     for family, marker in FAMILY_MARKERS:
         if marker.search(text):
             return family
@@ -130,23 +145,43 @@ def skip_reason(text: str) -> str | None:
     return None
 
 
+def _methods(classes: dict[str, ast.ClassDef], node: ast.ClassDef) -> list[ast.FunctionDef]:
+    """The ``test_*`` methods of ``node``, its own and those of its bases in the same file."""
+    found: dict[str, ast.FunctionDef] = {}
+    for base in reversed(node.bases):
+        if isinstance(base, ast.Name) and base.id in classes:
+            found.update((m.name, m) for m in _methods(classes, classes[base.id]))
+    found.update(
+        (item.name, item) for item in node.body
+        if isinstance(item, ast.FunctionDef) and item.name.startswith("test_")
+    )
+    return list(found.values())
+
+
 def tests(file: str, source: str) -> list[TestRef]:
-    """Every ``test_*`` method of every class of ``file``, in source order."""
+    """Every ``test_*`` method of every test class of ``file``, in source order."""
+    from bench.dynamo_corpus.shim import adapt
+
     text = read(file, source)
-    lines = text.splitlines()
+    lines = adapt(text).splitlines()
+    tree = ast.parse(text)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     refs = []
-    for node in ast.parse(text).body:
-        if not isinstance(node, ast.ClassDef):
+    for node in classes.values():
+        if node.name.startswith("_"):  # a base holding tests for its subclasses
             continue
-        for item in node.body:
-            if isinstance(item, ast.FunctionDef) and item.name.startswith("test_"):
-                first = min([d.lineno for d in item.decorator_list] + [item.lineno])
-                body = "\n".join(lines[first - 1:item.end_lineno])
-                refs.append(TestRef(
-                    file, node.name, item.name, family_of(body, file), skip_reason(body)
-                ))
+        for item in _methods(classes, node):
+            first = min([d.lineno for d in item.decorator_list] + [item.lineno])
+            body = "\n".join(lines[first - 1:item.end_lineno])
+            refs.append(TestRef(
+                file, node.name, item.name, family_of(body, file), skip_reason(body), source
+            ))
     return refs
 
 
-def all_tests(source: str) -> list[TestRef]:
-    return [ref for file in FILES for ref in tests(file, source)]
+def all_tests(source: str, newer: str | None = None) -> list[TestRef]:
+    """The tests of the torchdynamo snapshot, then those of the newer files, if present."""
+    refs = [ref for file in FILES for ref in tests(file, source)]
+    if newer and (Path(newer) / "test" / "dynamo").is_dir():
+        refs += [ref for file in NEWER_FILES for ref in tests(file, newer)]
+    return refs

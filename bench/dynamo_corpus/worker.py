@@ -32,7 +32,7 @@ from bench.dynamo_corpus import compare, shim, source
 
 PACKAGE = "dynamo_corpus_tests"
 MAX_PER_TEST = 5
-_CODE: dict[str, Any] = {}
+_CODE: dict[tuple[str, str], Any] = {}
 
 
 class GraphCounter:
@@ -54,7 +54,8 @@ class _DropAsserts(ast.NodeTransformer):
     """The test's own ``assert`` statements (on Dynamo's counters) become ``pass``.
 
     Only the test method's own statements: functions and classes defined inside it
-    are the programs, and keep theirs.
+    are the programs, and keep theirs, as does a ``make_dynamo_test`` method (the
+    method itself is the program).
     """
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:  # noqa: N802
@@ -73,7 +74,9 @@ def without_asserts(tree: ast.Module) -> ast.Module:
     for cls in tree.body:
         if isinstance(cls, ast.ClassDef):
             for method in cls.body:
-                if isinstance(method, ast.FunctionDef) and method.name.startswith("test_"):
+                if (isinstance(method, ast.FunctionDef) and method.name.startswith("test_")
+                        and not any("make_dynamo_test" in ast.unparse(d)
+                                    for d in method.decorator_list)):
                     method.body = [_DropAsserts().visit(statement) for statement in method.body]
     return tree
 
@@ -88,28 +91,29 @@ def load(file: str, src: str) -> types.ModuleType:
         sys.modules[PACKAGE] = package
     for dependency in source.DEPENDS.get(file, ()):
         setattr(package, dependency, load(dependency, src))
-    if file not in _CODE:
+    if (src, file) not in _CODE:
         text = shim.adapt(source.read(file, src))
         name = filename_of(file)
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-        _CODE[file] = compile(without_asserts(ast.parse(text)), name, "exec")
+        _CODE[src, file] = compile(without_asserts(ast.parse(text)), name, "exec")
     module = types.ModuleType(f"{PACKAGE}.{file}")
     module.__file__ = filename_of(file)
     module.__package__ = PACKAGE
     sys.modules[module.__name__] = module
-    exec(_CODE[file], module.__dict__)  # noqa: S102  (the corpus program)
+    exec(_CODE[src, file], module.__dict__)  # noqa: S102  (the corpus program)
     return module
 
 
-def replay(ref: source.TestRef, src: str, stop_at: int | None) -> tuple[Any, Any, Any]:
+def replay(ref: source.TestRef, stop_at: int | None) -> tuple[Any, Any, Any]:
     """(captured call or None, recorder, module) after running test ``ref`` up to ``stop_at``."""
     torch.manual_seed(0)
     random.seed(0)
     np.random.seed(0)
-    module = load(ref.file, src)
+    module = load(ref.file, ref.src)
     case = getattr(module, ref.cls)(ref.name)
     recorder = shim.Recorder(stop_at)
     shim.ACTIVE.append(recorder)
+    real_compile, torch.compile = torch.compile, shim.compile_stub  # the newer files' spelling
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the test's own prints
             case.setUp()
@@ -118,14 +122,15 @@ def replay(ref: source.TestRef, src: str, stop_at: int | None) -> tuple[Any, Any
         return captured, recorder, module
     finally:
         shim.ACTIVE.pop()
+        torch.compile = real_compile
         torch.set_grad_enabled(True)
     return None, recorder, module
 
 
-def discover(ref: source.TestRef, src: str) -> dict[str, Any]:
+def discover(ref: source.TestRef) -> dict[str, Any]:
     """The call indices of ``ref`` to run as programs, or why there are none."""
     try:
-        _, recorder, _ = replay(ref, src, None)
+        _, recorder, _ = replay(ref, None)
     except Exception as exc:  # noqa: BLE001  (the replay's failure is the skip reason)
         reason = f"replay: {type(exc).__name__}: {str(exc)[:120]}"
         if isinstance(exc, shim.NeedsDynamo):
@@ -199,9 +204,9 @@ def run_dynamo(fn: Any, args: tuple, kwargs: dict, module: Any) -> Run:
     return observed, counter.graphs, ""
 
 
-def nondeterministic(ref: source.TestRef, src: str, call: int, eager: compare.Observed) -> str:
+def nondeterministic(ref: source.TestRef, call: int, eager: compare.Observed) -> str:
     """Where a second eager replay differs from the first (ids, time, hash order), or ''."""
-    captured, _, module = replay(ref, src, call)
+    captured, _, module = replay(ref, call)
     again = compare.observe(captured.fn, captured.args, captured.kwargs, vars(module))
     outcome, detail = compare.classify(eager, again, lambda error: False)
     return "" if outcome == "pass" else detail or outcome
@@ -211,11 +216,11 @@ SYSTEMS = {"bytegraph": run_bytegraph, "torch": run_dynamo}
 
 
 def run_program(
-    ref: source.TestRef, src: str, call: int, send: Callable[[str, dict], None]
+    ref: source.TestRef, call: int, send: Callable[[str, dict], None]
 ) -> None:
     """Send ("eager", ...), then ("bytegraph", ...) and ("torch", ...) outcomes for one program."""
     try:
-        captured, _, module = replay(ref, src, call)
+        captured, _, module = replay(ref, call)
         if captured is None:
             send("eager", {"outcome": "skip", "detail": "the replay no longer reaches the call"})
             return
@@ -226,7 +231,7 @@ def run_program(
     if isinstance(eager.error, shim.NeedsDynamo):
         send("eager", {"outcome": "skip", "detail": f"needs dynamo: {eager.error}"[:200]})
         return
-    unstable = nondeterministic(ref, src, call, eager)
+    unstable = nondeterministic(ref, call, eager)
     if unstable:
         send("eager", {"outcome": "skip", "detail": f"nondeterministic: {unstable}"[:200]})
         return
@@ -235,7 +240,7 @@ def run_program(
     for system, runner in SYSTEMS.items():
         internal = bytegraph_internal if system == "bytegraph" else dynamo_internal
         try:
-            captured, _, module = replay(ref, src, call)
+            captured, _, module = replay(ref, call)
             observed, graphs, reason = runner(captured.fn, captured.args, captured.kwargs, module)
             outcome, detail = compare.classify(eager, observed, internal)
         except Exception as exc:  # noqa: BLE001  (raised outside the program's call)
