@@ -177,6 +177,33 @@ NUMPY_OTHER: dict[str, list[Production]] = {
           (1, "bool(({0}.detach().numpy() > 0).any())", "T")],
 }
 
+# Objects made in the trace: nn.Modules built and called in place (torch's, and
+# ``Scaler``, a user module with a submodule and a buffer), losses, containers.
+MADE_TENSOR: list[Production] = [
+    (1, "torch.nn.ReLU()({0})", "T"), (1, "torch.nn.GELU(approximate='tanh')({0})", "T"),
+    (1, "torch.nn.Softmax(dim=-1)({0})", "T"), (1, "torch.nn.LeakyReLU({1})({0})", "TF"),
+    (1, "torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Identity())({0})", "T"),
+    (1, "torch.nn.Dropout(0.5).eval()({0})", "T"),
+    (1, "torch.nn.Flatten(0)({0}).view(x.shape)", "T"), (1, "Scaler({1})({0})", "TF"),
+    (1, "Scaler(2, torch.nn.Sigmoid())({0})", "T"),
+]
+MADE_SCALAR: list[Production] = [
+    (1, "torch.nn.MSELoss()({0}, {1})", "TT"),
+    (1, "torch.nn.CrossEntropyLoss()({0}, {1}.argmax(1))", "TT"),
+    (1, "torch.nn.SmoothL1Loss(reduction='sum')({0}, {1})", "TT"),
+]
+MADE_INT: list[Production] = [
+    (1, "len(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()))", ""),
+    (1, "len(list(Scaler({0}).named_modules()))", "I"),
+]
+MADE_BOOL: list[Production] = [
+    (1, "torch.nn.ReLU().training", ""), (1, "Scaler({0}).eval().training", "I"),
+]
+TENSOR.extend(MADE_TENSOR)
+SCALAR.extend(MADE_SCALAR)
+INT.extend(MADE_INT)
+BOOL.extend(MADE_BOOL)
+
 EXTRA = {"T": TENSOR + NUMPY_TENSOR, "V": VECTOR, "S": SCALAR, "I": INT + NUMPY_OTHER["I"],
          "F": FLOAT + NUMPY_OTHER["F"], "B": BOOL + NUMPY_OTHER["B"]}
 EXTRA_MAIN = {"T": TENSOR_MAIN, "V": VECTOR_MAIN, "I": INT_MAIN, "B": BOOL_MAIN}

@@ -306,6 +306,18 @@ class Guard:
         return issubclass(kind, self.kinds)
 '''
 
+SCALER = '''
+class Scaler(torch.nn.Module):
+    def __init__(self, k, act=None):
+        super().__init__()
+        self.k = k
+        self.act = act if act is not None else torch.nn.Tanh()
+        self.register_buffer('offset', torch.full((1,), 0.5))
+
+    def forward(self, t):
+        return self.act(t) * self.k + self.offset
+'''
+
 SNIPPETS: dict[str, str] = {
     "Stats": STATS, "Base": BASE, "Child": CHILD, "Slotted": SLOTTED, "Key": KEY,
     "Config": CONFIG, "Point": POINT, "Mode": MODE, "FuzzError": ERRORS, "SubError": ERRORS,
@@ -315,6 +327,7 @@ SNIPPETS: dict[str, str] = {
     "lookup": RAISERS, "gen_acc": GENERATORS, "gen_guard": GENERATORS, "gen_raise": GENERATORS,
     "gen_stop": GENERATORS, "gen_delegate": GENERATORS, "gen_break": GENERATORS,
     "logged": MANAGERS, "converted": MANAGERS, "swallowing": MANAGERS, "Guard": MANAGERS,
+    "Scaler": SCALER,
 }
 """Name a program may use -> the snippet that defines it."""
 

@@ -74,6 +74,11 @@ MODULES: list[Template] = [
     ("ln$ = torch.nn.LayerNorm(x.shape[-1])\nout = ln$(out)", ""),
     ("mod.register_buffer('extra_buf', {0})", "V"),
     ("mod(x).sum().backward()\nacc.append(mod.lin.weight.grad)", ""),
+    ("sc$ = Scaler({0})\nout = out + sc$(out)\nacc.append(sc$)", "F"),
+    ("sc$ = Scaler(2)\nsc$.k = {0}\nsc$.act = torch.nn.ReLU()\nout = sc$(out)\nacc.append(sc$)",
+     "F"),
+    ("with torch.profiler.record_function('r$'):\n    out = out + {0}", "T"),
+    ("with torch.autograd.profiler.profile():\n    out = out * {0}", "T"),
 ]
 GRADS: list[Template] = [
     ("s$ = {0}\nif s$.requires_grad:\n    s$.backward()\n    acc.append(w.grad)", "S"),
