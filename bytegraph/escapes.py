@@ -75,10 +75,24 @@ def emit_raise(
         codegen.load_callable(raise_escaping)
         codegen.append(bc.Instr("LOAD_FAST", ESCAPING))
         codegen.load_const(keep_context)
+        _clear_temporaries(codegen)
         codegen.append(*(_at_line(i, lineno) for i in assemble.call(2)))
         codegen.append(bc.Instr("RETURN_VALUE"))  # never reached; the stack needs an end
 
     return emit
+
+
+def _clear_temporaries(codegen: PyCodegen) -> None:
+    """Set the generated code's own locals to None (the exception is on the stack): the
+    traceback holds this frame, so a local holding the exception, or an object built
+    with it, would make a cycle that keeps the frame's objects alive after the caller
+    handled the exception, where eager frees them at once (a generator's finally)."""
+    names = {
+        i.arg for i in codegen.instructions
+        if isinstance(i, bc.Instr) and i.name == "STORE_FAST" and i.arg.startswith("___")
+    }
+    for name in sorted(names):
+        codegen.append(bc.Instr("LOAD_CONST", None), bc.Instr("STORE_FAST", name))
 
 
 def _at_line(instr: bc.Instr, lineno: int | None) -> bc.Instr:

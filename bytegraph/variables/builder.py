@@ -224,6 +224,11 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if is_lru_cache_wrapper(value):  # called for real at trace time, on constants
         tx.output.add_guard(GuardKind.ID_MATCH, source, value)
         return LruCacheFunctionVariable(value, source=source)
+    if type(value) is types.GeneratorType:
+        # Passed through only (a generator's methods break): guarded by its type, as
+        # an identity guard would keep every one alive and miss on the next call.
+        guard(GuardKind.TYPE_MATCH, source, types.GeneratorType)
+        return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
     user = _wrap_user_object(tx, value, source)
     if user is not None:
         return user

@@ -85,6 +85,7 @@ class SuspendedFrame:
         self.started = False
         self.running = False
         self.yields = 0
+        self.first_resume: tuple[int, int | None] | None = None  # the root's (step, index)
         translator.handled_exception = ConstantVariable(None)  # its own gi_exc_state
         _frames.setdefault(translator.output, []).append(self)
 
@@ -127,15 +128,22 @@ class SuspendedFrame:
 
 
 def refuse_abandoned_generators(output: Any) -> None:
-    """Unsupported if a generator of this trace is left paused inside a with/try block."""
+    """Unsupported if a generator of this trace is left paused inside a with/try block.
+
+    It names the root frame's step that first resumed the generator, so the frame
+    breaks there: the generator, not started yet at that point, is made again and
+    runs in Python, and the tensor work before and after it is still captured.
+    """
     for frame in _frames.get(output, ()):
         if frame.paused_in_handler_scope():
             name = frame.translator.code.co_qualname
-            raise Unsupported(
+            refused = Unsupported(
                 "generator_protocol",
                 f"generator {name} left paused inside a with/try block: closing it when it "
                 "is collected runs its exit code at a time the trace cannot know",
             )
+            refused.step, refused.index = frame.first_resume or (None, None)
+            raise refused
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +159,15 @@ def _is_none(vt: VariableTracker) -> bool:
 
 def _call(function: Any, args: tuple, keywords: dict[str, Any]) -> Any:
     return function(*args, **keywords)
+
+
+def _root_position(tx: Tx) -> tuple[int, int | None]:
+    """The root translator's current step and instruction index (where a break goes)."""
+    from bytegraph.translate.ops.exceptions import root_translator
+
+    root = root_translator(tx)
+    inst = root.current_inst
+    return root.steps - 1, inst.index if inst is not None else None
 
 
 def _running_generators(tx: Tx) -> list[Any]:
@@ -224,6 +241,7 @@ class GeneratorVariable(IteratorVariable):
             message = "can't send non-None value to a just-started generator"
             raise_from_iterator(tx, TypeError, ConstantVariable(message))
         frame.started = True
+        frame.first_resume = _root_position(tx)
         return self._run(tx, lambda: None)
 
     def _run(self, tx: Tx, start: Callable[[], None]) -> VariableTracker | Returned:
