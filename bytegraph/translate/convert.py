@@ -31,7 +31,7 @@ from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import ClosureCellSource, LocalSource
-from bytegraph.translate.regions import call_region, loop_region, truth_region
+from bytegraph.translate.regions import call_region, loop_region, truth_region, with_regions
 from bytegraph.translate.resume import (
     FrameContext,
     emit_break,
@@ -85,11 +85,13 @@ def _translate_with_break(
     backend: Backend,
     reason: Unsupported,
     dynamic: DynamicSpec,
+    region: tuple[int, int] | None = None,
 ) -> CacheEntry:
-    """Translate again, stopping before the unsupported step to break there."""
+    """Translate again, stopping before the unsupported step to break there (or before
+    ``region``, a stretch to run as Python)."""
     fn = ctx.fn
     decoded = decode(fn.__code__)
-    loop = (
+    loop = region or (
         loop_region(decoded, reason.index) or call_region(decoded, reason.index)
         or truth_region(decoded, reason.index)
     )
@@ -105,11 +107,26 @@ def _translate_with_break(
         tail = emit_break(tx, plan, ctx)
         entry = _compile(fn, tx, backend, live_roots(plan), tail, (reason,), require_graph=False)
     except Unsupported as refused:
+        wider = _wider_with_region(decoded, reason.index, loop)
+        if wider is not None:
+            return _translate_with_break(ctx, frame_values, backend, reason, dynamic, wider)
         # No break possible here: the whole frame runs as Python behind the guards seen.
         _log_break(fn, reason, refused)
         return _entry(fn, tx.output, _python_run(ctx), breaks=(reason, refused))
     _log_break(fn, reason, None)
     return entry
+
+
+def _wider_with_region(
+    decoded: Any, index: int | None, tried: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """The innermost with statement around ``index`` wider than the region ``tried``."""
+    if index is None:
+        return None
+    for span in with_regions(decoded, index):
+        if tried is None or (span != tried and span[0] <= tried[0] and tried[1] <= span[1]):
+            return span
+    return None
 
 
 def _python_run(ctx: FrameContext) -> types.FunctionType:

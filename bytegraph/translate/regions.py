@@ -265,6 +265,62 @@ def call_region(decoded: DecodedCode, index: int) -> tuple[int, int] | None:
     return None
 
 
+def with_regions(decoded: DecodedCode, index: int) -> list[tuple[int, int]]:
+    """(the context expression, the last instruction of the with statement) of each
+    ``with`` around ``index`` (or starting at its BEFORE_WITH), innermost first: what
+    a break no resume function can take runs in Python, inside the block of a context
+    manager the trace does not model, whose ``__exit__`` no resume function could
+    hold. The whole statement runs in Python, the code before and after it compiled.
+
+    Only the layout where the exit handler lies inside the statement (3.11: body,
+    normal exit, JUMP_FORWARD over the handler) qualifies.
+    """
+    spans = []
+    for w, inst in enumerate(decoded.instructions[: index + 1]):
+        if inst.opname == "BEFORE_WITH":
+            span = _with_span(decoded, w)
+            if span is not None and span[0] <= index <= span[1]:
+                spans.append(span)
+    return sorted(spans, key=lambda span: span[1] - span[0])
+
+
+def _with_span(decoded: DecodedCode, before_with: int) -> tuple[int, int] | None:
+    instructions = decoded.instructions
+    entry = decoded.handler_for(before_with + 1)
+    if entry is None or not _is_with_cleanup(decoded, entry.target):
+        return None
+    handler = entry.target
+    after_body = max(e.end for e in decoded.exception_table if e.target == handler) + 1
+    while after_body < handler and instructions[after_body].opname == "NOP":
+        after_body += 1  # a NOP raises nothing: no table entry covers it
+    exit_call = [i.opname for i in instructions[after_body : after_body + 7]]
+    normal = ["LOAD_CONST"] * 3 + ["PRECALL"] * ("PRECALL" in exit_call) + ["CALL", "POP_TOP"]
+    if exit_call[: len(normal)] != normal or after_body + len(normal) >= len(instructions):
+        return None
+    jump = instructions[after_body + len(normal)]
+    if jump.opname != "JUMP_FORWARD" or handler != jump.index + 1:
+        return None
+    start = _expression_start(decoded, before_with)
+    return None if start is None else (start, jump.target - 1)
+
+
+def _expression_start(decoded: DecodedCode, index: int) -> int | None:
+    """Where the straight-line code that pushes the one value used at ``index`` begins."""
+    instructions = decoded.instructions
+    targets = {inst.target for inst in instructions if inst.target is not None}
+    depth = 1
+    for i in range(index - 1, 0, -1):
+        inst = instructions[i]
+        if inst.target is not None or inst.opname in ("RESUME", "NOP"):
+            return None
+        depth -= dis.stack_effect(inst.opcode, inst.arg)
+        if depth == 0:
+            return i
+        if depth < 0 or i in targets:
+            return None
+    return None
+
+
 def _is_with_cleanup(decoded: DecodedCode, handler: int) -> bool:
     following = decoded.instructions[handler : handler + 3]
     return any(inst.opname == "WITH_EXCEPT_START" for inst in following)

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import io
 import logging
 import sys
 import types
@@ -157,6 +158,10 @@ def _track(tx: InstructionTranslatorBase, value: Any, vt: VariableTracker) -> No
         tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(e.source for e in earlier))
 
 
+# Objects a frame makes per call and hands to its resume function (a generator the
+# frame started in Python, a buffer for ``redirect_stdout``).
+_PASSED_THROUGH = frozenset({types.GeneratorType, io.StringIO, io.BytesIO})
+
 # Where an int or float is a setting or counter, guarded only when its value is used.
 _SYMBOLIC_SCALAR_SOURCES = (AttrSource, GlobalSource, ModuleGlobalSource)
 
@@ -224,10 +229,10 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if is_lru_cache_wrapper(value):  # called for real at trace time, on constants
         tx.output.add_guard(GuardKind.ID_MATCH, source, value)
         return LruCacheFunctionVariable(value, source=source)
-    if type(value) is types.GeneratorType:
-        # Passed through only (a generator's methods break): guarded by its type, as
-        # an identity guard would keep every one alive and miss on the next call.
-        guard(GuardKind.TYPE_MATCH, source, types.GeneratorType)
+    if type(value) in _PASSED_THROUGH:
+        # Made per call, then only passed through (their methods break): guarded by type,
+        # as an identity guard would keep each alive and miss on the next call.
+        guard(GuardKind.TYPE_MATCH, source, type(value))
         return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
     user = _wrap_user_object(tx, value, source)
     if user is not None:
