@@ -222,6 +222,9 @@ class ConstantObject(VariableTracker):
 
 
 def _spec_variable(spec: pytree.TreeSpec) -> TreeSpecVariable:
+    """A new spec: a distinct object, unless it is pytree's one shared leaf spec."""
+    if spec.is_leaf():
+        return TreeSpecVariable(spec)
     return TreeSpecVariable(spec, mutation_type=NEW_VALUE)
 
 

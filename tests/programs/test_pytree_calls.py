@@ -72,6 +72,13 @@ def structure_of_leaf(x):
 
 
 @add(xy)
+def spec_identity(x, y):
+    leaf_a, leaf_b = pytree.tree_structure(x), pytree.tree_structure(y)
+    node_a, node_b = pytree.tree_structure([x]), pytree.tree_structure([y])
+    return x + 1, leaf_a is leaf_b, node_a is node_b, node_a == node_b, leaf_a is node_a
+
+
+@add(xy)
 def leaves_and_map_only(x, y):
     leaves = pytree.tree_leaves([x, {"k": y}, (1, "s")])
     mapped = pytree.tree_map_only(torch.Tensor, lambda t: t.exp(), (x, 1, [y, "s"]))
