@@ -115,7 +115,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def dump(data: dict[str, Any]) -> str:
     """The results as JSON, one program a line (diffs of two runs stay readable)."""
-    programs = ",\n".join("  " + json.dumps(row) for row in data["programs"])
+    def lean(row: dict) -> dict:  # empty details and breaks left out (readers default them)
+        return {k: ({f: v for f, v in o.items() if v != ""} if isinstance(o, dict) else o)
+                for k, o in row.items()}
+
+    programs = ",\n".join("  " + json.dumps(lean(row)) for row in data["programs"])
     return (f'{{\n "meta": {json.dumps(data["meta"])},\n "skipped": {json.dumps(data["skipped"])},'
             f'\n "programs": [\n{programs}\n ]\n}}\n')
 
@@ -134,6 +138,11 @@ def torch_version() -> str:
     return version("torch")
 
 
+def misses_graph(row: dict) -> bool:
+    """torch.compile compiled at least one graph, bytegraph none."""
+    return row["torch"].get("graphs", 0) > 0 and row["bytegraph"].get("graphs", 0) == 0
+
+
 def tally(rows: list[dict]) -> dict[str, collections.Counter]:
     """family -> counter of figures (and the 'all' row)."""
     table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -143,8 +152,8 @@ def tally(rows: list[dict]) -> dict[str, collections.Counter]:
             t["programs"] += 1
             for system, tag in (("bytegraph", "bg"), ("torch", "tc")):
                 t[f"{tag} {row[system]['outcome']}"] += 1
-                t[f"{tag} graphs>0"] += row[system]["graphs"] > 0
-            t["tc>0 bg=0"] += row["torch"]["graphs"] > 0 and row["bytegraph"]["graphs"] == 0
+                t[f"{tag} graphs>0"] += row[system].get("graphs", 0) > 0
+            t["tc>0 bg=0"] += misses_graph(row)
     return table
 
 
@@ -171,11 +180,11 @@ def print_lists(data: dict[str, Any]) -> None:
         if bad:
             print(f"\nbytegraph {outcome} ({len(bad)}):")
             for r in bad:
-                print(f"  {r['id']} [{r['family']}]: {r['bytegraph']['detail'][:160]}")
-    missing = [r for r in rows if r["torch"]["graphs"] > 0 and r["bytegraph"]["graphs"] == 0]
+                print(f"  {r['id']} [{r['family']}]: {r['bytegraph'].get('detail', '')[:160]}")
+    missing = [r for r in rows if misses_graph(r)]
     print(f"\ntorch.compile compiles >= 1 graph, bytegraph none ({len(missing)}):")
     for r in missing:
-        reason = r["bytegraph"]["break"] or f"({r['bytegraph']['outcome']}, no break recorded)"
+        reason = r["bytegraph"].get("break") or f"({r['bytegraph']['outcome']}, no break recorded)"
         print(f"  {r['id']} [{r['family']}] (tc {r['torch']['graphs']}): {reason[:150]}")
 
 
@@ -196,7 +205,7 @@ def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
         now = r["bytegraph"]["outcome"]
         if prior and prior["bytegraph"]["outcome"] == "pass" and now != "pass":
             print(f"  regression: {r['id']}: {r['bytegraph']['outcome']} "
-                  f"{r['bytegraph']['detail'][:120]}")
+                  f"{r['bytegraph'].get('detail', '')[:120]}")
 
 
 def main(argv: list[str] | None = None) -> int:

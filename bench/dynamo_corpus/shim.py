@@ -108,6 +108,10 @@ class Optimize:
     """``torchdynamo.optimize(...)``: a decorator; as a context manager it has no stand-in."""
 
     def __call__(self, fn: Any) -> Any:
+        if isinstance(fn, Optimized):  # compiled twice: the program is the function
+            fn = fn._fn
+        if isinstance(fn, OptimizedModule):
+            fn = fn._orig_mod
         if isinstance(fn, torch.nn.Module):
             return OptimizedModule(fn)
         return Optimized(fn)

@@ -26,13 +26,16 @@ from pathlib import Path
 
 SNAPSHOT_COMMIT = "482320b384bc0e872f9ba967b1a9b252cb3cd364"
 DEFAULT_SOURCE = "/work/.mirror/pytorch+torchdynamo/repo"
-# Files written after Dynamo moved into PyTorch (generators, sets, exceptions), partly
+# Files written after Dynamo moved into PyTorch (generators, sets, exceptions, dicts,
+# context managers), partly
 # transcribed from pytorch/pytorch's test/dynamo into this directory (not committed).
 DEFAULT_NEWER = "/work/dynamo_corpus_src"
 NEWER_FILES = {
     "test_generator": "generators",
     "test_sets": "sets",
     "test_exceptions": "exceptions",
+    "test_dicts": "dicts",
+    "test_ctx_manager": "ctx_manager",
 }
 
 # test file -> family of its programs when their content says nothing more specific
