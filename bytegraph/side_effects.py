@@ -106,6 +106,12 @@ class SideEffects:
         same_type.append(vt)
         return earlier
 
+    def track_made(self, value: Any, vt: VariableTracker) -> None:
+        """``value`` is a real stand-in for what the trace made (a class built by a class
+        statement, variables/made_classes.py): looking ``value`` up finds ``vt``."""
+        self._existing[id(value)] = vt
+        self.keepalive.append(value)
+
     # -- scopes of nested higher-order ops -------------------------------------
     @contextlib.contextmanager
     def enter_scope(self) -> Iterator[None]:

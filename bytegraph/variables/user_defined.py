@@ -110,11 +110,20 @@ def lookup_class_attr(
             if pending is not None:
                 return Found(pending=pending, owner=klass)
         if name in klass.__dict__:
-            source = None
-            if cls_source is not None:
-                source = GetItemSource(AttrSource(_mro_source(cls_source, index), "__dict__"), name)
+            base = _klass_source(tx, cls, cls_source, index)
+            source = None if base is None else GetItemSource(AttrSource(base, "__dict__"), name)
             return Found(raw=klass.__dict__[name], owner=klass, source=source)
     return None
+
+
+def _klass_source(tx: Tx, cls: type, cls_source: Source | None, index: int) -> Source | None:
+    """Where ``cls.__mro__[index]`` is read from. A class made by the trace has no
+    source; its bases are reached through their own (made_classes.py)."""
+    if cls_source is not None:
+        return _mro_source(cls_source, index)
+    made = tx.output.side_effects.existing(cls)
+    mro_source = getattr(made, "mro_source", None)
+    return None if mro_source is None else mro_source(cls.__mro__[index])
 
 
 def guard_class_lacks(tx: Tx, cls: type, cls_source: Source | None, name: str) -> None:
@@ -123,15 +132,15 @@ def guard_class_lacks(tx: Tx, cls: type, cls_source: Source | None, name: str) -
     (A class attribute added later, ``Cls.a = 1``, must fail the guard: ``hasattr``
     and ``getattr(obj, name, default)`` would answer differently.)
     """
-    if cls_source is None:  # a class made by the trace itself: nothing outside can change it
-        return
     side_effects = tx.output.side_effects
     for index, klass in enumerate(cls.__mro__):
         klass_vt = side_effects.existing(klass)
         if klass_vt is not None and side_effects.load_attr(klass_vt, name) is DELETED:
             continue  # deleted by the trace itself
-        mapping = AttrSource(_mro_source(cls_source, index), "__dict__")
-        tx.output.add_guard(GuardKind.KEY_ABSENT, mapping, name)
+        base = _klass_source(tx, cls, cls_source, index)
+        if base is None:  # a class made by the trace itself: nothing outside can change it
+            continue
+        tx.output.add_guard(GuardKind.KEY_ABSENT, AttrSource(base, "__dict__"), name)
 
 
 def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:

@@ -78,6 +78,11 @@ MODULES: list[Template] = [
     ("sc$ = Scaler(2)\nsc$.k = {0}\nsc$.act = torch.nn.ReLU()\nout = sc$(out)\nacc.append(sc$)",
      "F"),
     ("with torch.profiler.record_function('r$'):\n    out = out + {0}", "T"),
+    ("class Made$:\n    k = {0}\n\n    def __init__(self, v):\n        self.v = v\n\n"
+     "    def run(self, t):\n        return t * self.v + self.k\nout = Made$(2).run(out)", "I"),
+    ("class Sub$(Base):\n    def apply(self, z):\n        return super().apply(z) * 2\n"
+     "out = Sub$({0}).apply(out)\nacc.append(Sub$(1).name())", "F"),
+    ("class Keep$:\n    n = {0}\nKeep$.n += 1\nacc.append(Keep$.n)\nacc.append(Keep$())", "I"),
     ("with torch.autograd.profiler.profile():\n    out = out * {0}", "T"),
 ]
 GRADS: list[Template] = [

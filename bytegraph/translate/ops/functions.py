@@ -173,8 +173,16 @@ def _require_generator(tx: Tx) -> None:
         raise Unsupported("generator_frame", "a generator frame compiled directly")
 
 
-unsupported_opcode("LOAD_CLASSDEREF", "class bodies are not traced", max_ver=(3, 11))
-unsupported_opcode("LOAD_FROM_DICT_OR_DEREF", "class bodies are not traced", min_ver=(3, 12))
-unsupported_opcode("LOAD_BUILD_CLASS", "a class statement runs a class body: not traced")
+_CLASS_BODIES = "class bodies use it (translate/class_body.py traces them)"
+unsupported_opcode("LOAD_CLASSDEREF", _CLASS_BODIES, max_ver=(3, 11))
+unsupported_opcode("LOAD_FROM_DICT_OR_DEREF", _CLASS_BODIES, min_ver=(3, 12))
 unsupported_opcode("GET_AWAITABLE", "await: coroutines are not traced")
 unsupported_opcode("ASYNC_GEN_WRAP", "async generators are not traced", max_ver=(3, 11))
+
+
+@handler("LOAD_BUILD_CLASS")
+def LOAD_BUILD_CLASS(tx: Tx, inst: Instruction) -> None:
+    """( -- __build_class__): a class statement's builder (variables/made_classes.py)."""
+    from bytegraph.variables.made_classes import BuildClassVariable
+
+    tx.push(BuildClassVariable())

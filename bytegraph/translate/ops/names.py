@@ -194,14 +194,20 @@ def LOAD_SUPER_ATTR(tx: Tx, inst: Instruction) -> None:
     _push_callable(tx, _load_attr(tx, proxy, inst.argval), with_null=bool(inst.arg & 1))
 
 
-_MODULE_BODIES = "module and class bodies use it; functions use FAST, GLOBAL and DEREF names"
+_MODULE_BODIES = (
+    "module and class bodies use it (translate/class_body.py traces class bodies); "
+    "functions use FAST, GLOBAL and DEREF names"
+)
 for _opname in ("LOAD_NAME", "STORE_NAME", "DELETE_NAME", "SETUP_ANNOTATIONS"):
     unsupported_opcode(_opname, _MODULE_BODIES)
 unsupported_opcode(
     "IMPORT_STAR", "from m import * is legal only in module bodies", max_ver=(3, 11)
 )
 for _opname in ("LOAD_LOCALS", "LOAD_FROM_DICT_OR_GLOBALS"):
-    unsupported_opcode(_opname, "class bodies and annotation scopes use it", min_ver=(3, 12))
+    unsupported_opcode(
+        _opname, "class bodies (translate/class_body.py) and annotation scopes use it",
+        min_ver=(3, 12),
+    )
 
 
 @source_record
