@@ -42,7 +42,8 @@ _NO_RECEIVER = object()
 
 
 def is_lru_cache_wrapper(value: Any) -> bool:
-    return isinstance(value, functools._lru_cache_wrapper)
+    # By type: isinstance would read ``__class__``, which a custom __getattribute__ answers.
+    return issubclass(type(value), functools._lru_cache_wrapper)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -78,12 +78,14 @@ def is_plain_generator(value: Any) -> bool:
     """An exact ``random.Random`` whose methods are the class's own."""
     if type(value) is not random.Random:
         return False
-    return not (set(getattr(value, "__dict__", {})) - {"gauss_next"})
+    return not (set(vars(value)) - {"gauss_next"})
 
 
 def _generator_method(value: Any) -> str | None:
     """The name of ``value`` if it is a modelled method bound to a plain generator."""
-    owner = getattr(value, "__self__", None)
+    if type(value) not in (types.MethodType, types.BuiltinMethodType):
+        return None  # (never an attribute read on anything else: it may run user code)
+    owner = value.__self__
     name = getattr(value, "__name__", None)
     if name not in METHODS or not is_plain_generator(owner):
         return None

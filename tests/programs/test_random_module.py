@@ -227,3 +227,25 @@ def test_ints_that_may_not_fit_an_int64_stay_out_of_the_graph(counting_backend):
         assert random.getstate() == state
     with pytest.raises(bytegraph.Unsupported, match="random"):
         bytegraph.compile(huge_int_times_tensor, backend="eager", fullgraph=True)(x)
+
+
+class Noisy:
+    """Every attribute read through ``__getattr__`` is counted: the trace must not add any."""
+
+    reads = 0
+
+    def __getattr__(self, name):
+        type(self).reads += 1
+        raise AttributeError(name)
+
+
+def touches_noisy(x, noisy):
+    return x * random.random(), noisy
+
+
+def test_wrapping_other_objects_reads_no_attribute():
+    Noisy.reads = 0
+    compiled = bytegraph.compile(touches_noisy, backend="eager")
+    compiled(torch.ones(2), Noisy())
+    compiled(torch.ones(2), Noisy())
+    assert Noisy.reads == 0
