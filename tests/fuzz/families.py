@@ -204,6 +204,57 @@ SCALAR.extend(MADE_SCALAR)
 INT.extend(MADE_INT)
 BOOL.extend(MADE_BOOL)
 
+# itertools and collections: lazy iterators fed by a generator that logs each item it
+# produces (``gen_log``, into GL), defaultdict factories, OrderedDict order, Counter.
+ITERTOOLS_TENSOR: list[Production] = [
+    (1, "sum(itertools.chain([{0}], ({1}, {0} * 2)))", "TT"),
+    (1, "sum(itertools.islice(gen_log({0}, 5), 1, 4))", "T"),
+    (1, "list(itertools.accumulate([{0}, {1}, {0}]))[-1]", "TT"),
+    (1, "list(itertools.accumulate([{0}, {1}], torch.maximum, initial={1} - 1))[-1]", "TT"),
+    (1, "sum(a * b for a, b in itertools.zip_longest(gen_log({0}, 2), [1, 2, 3], fillvalue=1))",
+     "T"),
+    (1, "sum(a * b for a, b in itertools.product([{0}, {1}], [1, 2]))", "TT"),
+    (1, "sum(a - b for a, b in itertools.combinations([{0}, {1}, {0} * 2], 2))", "TT"),
+    (1, "sum(a * b for a, b in itertools.pairwise(gen_log({0}, 4)))", "T"),
+    (1, "sum(itertools.starmap(torch.mul, [({0}, {1}), ({1}, 2.0)]))", "TT"),
+    (1, "sum(v * {0} for v in itertools.takewhile(lambda v: v < 3, itertools.count({1} % 4)))",
+     "TI"),
+    (1, "(next(itertools.cycle([{0}, {1}])) + next(itertools.islice(itertools.cycle([{1}, {0}]), "
+        "3, None)))", "TT"),
+    (1, "sum(itertools.compress([{0}, {1}, {0}], [1, 0, {2} % 2]))", "TTI"),
+    (1, "sum(itertools.repeat({0}, 3))", "T"),
+    (1, "sum(dd_tally({0}, [{1} % 3, 1, {1} % 2]).values())", "TI"),
+    (1, "sum(collections.Counter([{1} % 3, 1, 1]).values()) * {0}", "TI"),
+]
+COLLECTIONS_OTHER: dict[str, list[Production]] = {
+    "I": [(1, "collections.Counter([{0} % 3, 1, {1} % 3, 1])[1]", "II"),
+          (1, "len((collections.Counter('abca') + collections.Counter(a={0} % 4)).most_common(2))",
+           "I"),
+          (1, "len(list(collections.Counter(a={0} % 5, b=2).elements()))", "I"),
+          (1, "collections.Counter(gen_log({0} % 3, 4))[0]", "I"),
+          (1, "(collections.Counter(a={0} % 3) - collections.Counter(a=1))['a']", "I"),
+          (1, "collections.OrderedDict.fromkeys('abc', {0}).popitem(last=False)[1]", "I"),
+          (1, "(lambda d: (d.move_to_end('a'), list(d).index('a'))[1])"
+              "(collections.OrderedDict(a={0}, b=2))", "I"),
+          (1, "next(itertools.islice(itertools.count({0}, 2), 3, None))", "I"),
+          (1, "len(list(itertools.permutations(range({0} % 4))))", "I"),
+          (1, "len(list(itertools.combinations_with_replacement('ab', {0} % 3)))", "I"),
+          (1, "sum(k * len(list(g)) for k, g in itertools.groupby([{0} % 2, 1, 1, {1} % 2]))",
+           "II"),
+          (1, "len(list(itertools.chain.from_iterable([[{0}], range({1} % 3)])))", "II"),
+          (1, "sum(sum(t) for t in itertools.tee(range({0} % 5), 3))", "I"),
+          (1, "len(list(itertools.dropwhile(lambda v: v < {0} % 4, range(6))))", "I"),
+          (1, "len(list(itertools.filterfalse(None, [0, {0}, 1, {1}])))", "II"),
+          (1, "len(collections.defaultdict(list, {{'a': [{0}]}})['b'])", "I")],
+    "B": [(1, "(collections.OrderedDict(a=1, b={0}) == collections.OrderedDict(b={0}, a=1))", "I"),
+          (1, "(collections.Counter('ab') == collections.Counter(b=1, a={0} % 2 + 1))", "I"),
+          (1, "isinstance(itertools.count({0}), itertools.count)", "I"),
+          (1, "(type({{'a': {0}}} | collections.OrderedDict(b=1)) is dict)", "I")],
+}
+TENSOR.extend(ITERTOOLS_TENSOR)
+INT.extend(COLLECTIONS_OTHER["I"])
+BOOL.extend(COLLECTIONS_OTHER["B"])
+
 EXTRA = {"T": TENSOR + NUMPY_TENSOR, "V": VECTOR, "S": SCALAR, "I": INT + NUMPY_OTHER["I"],
          "F": FLOAT + NUMPY_OTHER["F"], "B": BOOL + NUMPY_OTHER["B"]}
 EXTRA_MAIN = {"T": TENSOR_MAIN, "V": VECTOR_MAIN, "I": INT_MAIN, "B": BOOL_MAIN}

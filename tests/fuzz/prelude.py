@@ -168,6 +168,28 @@ def gen_more(t, k):
     yield t.sum(0) * k
 '''
 
+GEN_LOG = '''
+def gen_log(t, n):
+    for i in range(n):
+        GL.append(i)
+        yield t * i
+'''
+
+DD_TALLY = '''
+def dd_tally(t, keys):
+    made = []
+
+    def factory():
+        made.append(len(made))
+        return t * 0
+
+    d = collections.defaultdict(factory)
+    for k in keys:
+        d[k] = d[k] + k
+    GL.append(len(made))
+    return d
+'''
+
 REC = '''
 def rec(t, d):
     if d <= 0:
@@ -322,7 +344,8 @@ SNIPPETS: dict[str, str] = {
     "Stats": STATS, "Base": BASE, "Child": CHILD, "Slotted": SLOTTED, "Key": KEY,
     "Config": CONFIG, "Point": POINT, "Mode": MODE, "FuzzError": ERRORS, "SubError": ERRORS,
     "traced": TRACED, "scaled": SCALED, "star_sum": STAR_SUM, "affine": AFFINE,
-    "gen_rows": GEN_ROWS, "gen_more": GEN_MORE, "rec": REC, "make_counter": MAKE_COUNTER,
+    "gen_rows": GEN_ROWS, "gen_more": GEN_MORE, "gen_log": GEN_LOG, "dd_tally": DD_TALLY,
+    "rec": REC, "make_counter": MAKE_COUNTER,
     "CodedError": CODED, "must_small": RAISERS, "via_two": RAISERS, "via_three": RAISERS,
     "lookup": RAISERS, "gen_acc": GENERATORS, "gen_guard": GENERATORS, "gen_raise": GENERATORS,
     "gen_stop": GENERATORS, "gen_delegate": GENERATORS, "gen_break": GENERATORS,

@@ -143,6 +143,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import itertools
 import random
 import sys
 
