@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.user_defined import UserDefinedObjectVariable
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
-    from bytegraph.variables.user_defined import UserDefinedObjectVariable
 
 _BINARY = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
@@ -63,8 +63,6 @@ _REFUSING_TYPES = (int, float, complex, bool, str, bytes, type(None))
 
 
 def _user(vt: VariableTracker) -> bool:
-    from bytegraph.variables.user_defined import UserDefinedObjectVariable
-
     return isinstance(vt, UserDefinedObjectVariable)
 
 
@@ -90,8 +88,9 @@ def _call(tx: Tx, obj: Any, found: Any, name: str, other: VariableTracker) -> An
 def user_operator(tx: Tx, fn: Any, args: tuple[VariableTracker, ...]) -> VariableTracker | None:
     """``fn(*args)`` for an operator with a user-class operand, or None where the
     generic path applies."""
-    if not any(_user(a) for a in args):
-        return None
+    if not (isinstance(args[0], UserDefinedObjectVariable) or (
+            len(args) == 2 and isinstance(args[1], UserDefinedObjectVariable))):
+        return None  # the common case, first: no user object, nothing more to look at
     if fn in _UNARY and len(args) == 1:
         found = _python_method(tx, args[0], _UNARY[fn])
         return args[0].bind(tx, found, _UNARY[fn]).call_function(tx, [], {}) if found else None
