@@ -159,7 +159,7 @@ class NumpyFunctionVariable(PythonValueVariable):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        converted = _tensor_conversion(tx, self.name, args, kwargs)
+        converted = _tensor_conversion(tx, self.value, self.name, args, kwargs)
         if converted is not None:
             return converted
         if self.name in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs and isinstance(
@@ -201,9 +201,10 @@ class NumpyTypeVariable(PythonValueVariable):
 
 
 def _tensor_conversion(
-    tx: InstructionTranslatorBase, name: str | None, args: list, kwargs: dict
+    tx: InstructionTranslatorBase, fn: Any, name: str | None, args: list, kwargs: dict
 ) -> VariableTracker | None:
-    """``np.asarray(x)`` / ``np.array(x)`` of a tensor (the others refuse tensors)."""
+    """``np.asarray(x)`` / ``np.array(x)`` of a tensor, and ufuncs of tensors; other
+    numpy functions given a tensor break (``np.sum(x)`` calls ``x.sum(axis=...)``)."""
     tensors = any(isinstance(a, TensorVariable) for a in (*args, *kwargs.values()))
     if not tensors:
         if name == "asarray" and len(args) == 1 and not kwargs and isinstance(
@@ -216,7 +217,22 @@ def _tensor_conversion(
         if name == "asarray":
             return array
         return numpy_call(tx, "method", "copy", lambda a: a.copy(), [array], {})
+    if name is not None and not kwargs and isinstance(fn, sys.modules["numpy"].ufunc):
+        return _ufunc_of_tensors(tx, fn, name, args)
     raise _refuse(f"numpy.{name} called on a torch.Tensor")
+
+
+def _ufunc_of_tensors(
+    tx: InstructionTranslatorBase, ufunc: Any, name: str, args: list
+) -> VariableTracker:
+    """``np.exp(x)``: numpy reads each tensor as an array (``Tensor.__array__``), and
+    ``Tensor.__array_wrap__`` makes the result ``torch.from_numpy`` of numpy's array:
+    a tensor, also where numpy would return a scalar."""
+    arrays = [tensor_to_ndarray(tx, a) if isinstance(a, TensorVariable) else a for a in args]
+    result = numpy_call(tx, "function", name, ufunc, arrays, {})
+    if not isinstance(result, NdarrayVariable):
+        raise _refuse(f"numpy.{name} of a torch.Tensor returning several arrays")
+    return _tensor_view(tx, result)
 
 
 def _all_constant(tx: InstructionTranslatorBase, args: list, kwargs: dict) -> bool:
@@ -422,12 +438,17 @@ def ndarray_to_tensor(
         raise _refuse(f"{getattr(fn, '__name__', fn)} of a numpy array")
     if array.spec.scalar and fn is torch.from_numpy:
         raise Unsupported("operation_raises", "torch.from_numpy of a numpy scalar (TypeError)")
+    if how == "copy":  # torch.tensor(a) keeps a dense array's strides, as clone() does
+        return tensor_op(tx, "call_method", "clone", [_tensor_view(tx, array)], {})
+    return _tensor_view(tx, array)
+
+
+def _tensor_view(tx: InstructionTranslatorBase, array: NdarrayVariable) -> VariableTracker:
+    """A new tensor over the array's memory, laid out as numpy lays the array out."""
     t = array.tensor
     if tuple(t.example.stride()) != array.spec.strides and _numel(array.spec.shape) > 1:
         raise Unsupported("numpy_divergence",
                           "torch._numpy's array has another memory layout than numpy's")
-    if how == "copy":  # torch.tensor(a) keeps a dense array's strides, as clone() does
-        return tensor_op(tx, "call_method", "clone", [t], {})
     return tensor_op(tx, "call_method", "view_as", [t, t], {})
 
 

@@ -362,6 +362,10 @@ def _lower(
         constant = value.as_python_constant()
         if not is_constant_value(constant):
             raise Unsupported("op_argument", f"{value} as an argument of a tensor op")
+        if type(constant).__module__ == "numpy":
+            # np.float64 subclasses float and torch reads it as one; fx would print it
+            # as ``np.float64(1.5)`` in the graph's code, where no ``np`` is defined.
+            constant = constant.item()
         return constant, constant
     if isinstance(value, _SizeArgument):
         graph, meta = _lower(tx, tuple(value.size.items), devices)

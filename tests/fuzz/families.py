@@ -166,6 +166,7 @@ NUMPY_TENSOR: list[Production] = [
     (1, "torch.from_numpy(np.floor({0}.detach().numpy() * 4) / 4)", "T"),
     (1, "torch.from_numpy(np.concatenate([{0}.detach().numpy(), {1}.numpy()])[:x.shape[0]])", "TT"),
     (1, "torch.from_numpy({0}.numpy()[::-1].copy() + {0}.numpy()[0])", "T"),
+    (1, "np.maximum({0}.detach(), {1})", "TF"), (1, "({0} * np.float64({1}))", "TF"),
 ]
 NUMPY_OTHER: dict[str, list[Production]] = {
     "I": [(1, "{0}.detach().numpy().ndim", "T"), (1, "int(np.iinfo(np.int8).max) % ({0} + 5)", "I"),

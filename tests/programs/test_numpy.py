@@ -110,6 +110,18 @@ def tensor_copy_keeps_strides(x):
     return torch.tensor(np.negative(x.numpy()).T).T, torch.tensor(x.numpy()[:, ::2])
 
 
+SCALE = np.float64(1.5)
+
+
+@program(lambda: (randn(3),), graphs=2)
+def numpy_float_constant_in_tensor_ops(x):
+    # np.float64 is a float: printed as np.float64(1.5) in the graph's code, it raised
+    # NameError there, and the frame silently ran again as Python
+    y = x * SCALE + np.float64(0.5)
+    print("between")
+    return y * SCALE, torch.full((2,), SCALE)
+
+
 # --- ndarray arguments ---------------------------------------------------------------------
 
 
@@ -162,9 +174,15 @@ def value_read_into_python(x):
     return float(a.sum())
 
 
+@program(lambda: (randn(3), torch.tensor(2.0)))
+def ufunc_of_tensors(x, s):
+    # eager: numpy reads the tensors as arrays; Tensor.__array_wrap__ makes tensors again
+    return np.exp(x), np.add(x, x.numpy()), np.negative(s), np.maximum(x, 0.5)
+
+
 @program(lambda: (randn(3),), graphs=0)
-def numpy_function_on_a_tensor(x):
-    return np.exp(x)  # eager: a Tensor, made by Tensor.__array_wrap__
+def numpy_function_of_a_tensor(x):
+    return np.clip(x, 0, 1)  # eager: calls x.clip(0, 1) (np.sum(x) raises TypeError)
 
 
 @program(lambda: (randn(3),), graphs=2)
