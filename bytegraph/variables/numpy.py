@@ -251,7 +251,7 @@ def _fold(
 
     values = [python_constant(tx, a) for a in args]
     kw_values = {k: python_constant(tx, v) for k, v in kwargs.items()}
-    answer = numpy_calls.probe(lambda: fn(*values, **kw_values), None)
+    answer = numpy_calls.probe(lambda: (fn(*values, **kw_values), []), None)
     if _has_array(answer.value):
         return None
     with np.errstate(all="ignore"):
@@ -315,18 +315,21 @@ def numpy_call(
         hash(key)
     except TypeError:
         key = None
-    answer = numpy_calls.probe(
-        lambda: real(*(p[1]() for p in lowered), **{k: p[1]() for k, p in lowered_kw.items()}),
-        key,
-    )
+
+    def on_stand_ins() -> tuple[Any, list[Any]]:
+        stand_ins = [p[1]() for p in lowered]
+        kw_stand_ins = {k: p[1]() for k, p in lowered_kw.items()}
+        return real(*stand_ins, **kw_stand_ins), [*stand_ins, *kw_stand_ins.values()]
+
+    answer = numpy_calls.probe(on_stand_ins, key)
     target = numpy_calls.graph_function(kind, name)
-    result = tensor_op(
-        tx, "call_function", target, [p[0] for p in lowered],
-        {k: p[0] for k, p in lowered_kw.items()},
-    )
+    graph_args = [p[0] for p in lowered]
+    graph_kwargs = {k: p[0] for k, p in lowered_kw.items()}
+    result = tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
     what = f"{name}" if kind != "method" else f"ndarray.{name}"
     numpy_calls.check_answer(answer.value, _examples(result), what)
-    return _as_ndarrays(result, answer.value)
+    inputs = _input_bases([*graph_args, *graph_kwargs.values()])
+    return _as_ndarrays(tx, result, answer.value, inputs, what)
 
 
 def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any, Any]:
@@ -384,12 +387,39 @@ def _examples(result: VariableTracker) -> Any:
     return result
 
 
-def _as_ndarrays(result: VariableTracker, summary: Any) -> VariableTracker:
+def _input_bases(args: list[Any]) -> set[int]:
+    """ids of the memory (base meta tensors) the call's tensor arguments view."""
+    from bytegraph.graph.metadata import base_of
+    from bytegraph.variables.containers import BaseSequenceVariable
+
+    found: set[int] = set()
+    for arg in args:
+        if isinstance(arg, TensorVariable):
+            found.add(id(base_of(arg.example)))
+        elif isinstance(arg, BaseSequenceVariable):
+            found |= _input_bases(list(arg.items))
+    return found
+
+
+def _as_ndarrays(
+    tx: InstructionTranslatorBase, result: VariableTracker, summary: Any, inputs: set[int],
+    what: str,
+) -> VariableTracker:
+    """The graph's result as numpy's: NdarrayVariables, copied where numpy copies (a
+    numpy scalar, ``a.flatten()``) but torch._numpy returns a view; a break where numpy
+    returns a view and torch._numpy a copy (a later write would show in one only)."""
+    from bytegraph.graph.metadata import base_of
     from bytegraph.variables.containers import ListVariable, TupleVariable
 
     if isinstance(summary, numpy_calls.ArraySpec):
+        shares = id(base_of(result.example)) in inputs
+        if shares and not summary.view:
+            result = tensor_op(tx, "call_method", "clone", [result], {})
+        elif summary.view and not shares:
+            raise Unsupported("numpy_divergence",
+                              f"torch._numpy's {what} gives a copy where numpy returns a view")
         return NdarrayVariable(result, summary, mutation_type=_NEW)
-    items = tuple(_as_ndarrays(r, s) for r, s in zip(result.items, summary))
+    items = tuple(_as_ndarrays(tx, r, s, inputs, what) for r, s in zip(result.items, summary))
     if type(summary) is list:
         return ListVariable(items, mutation_type=_NEW)
     return TupleVariable(items)

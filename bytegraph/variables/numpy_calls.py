@@ -167,12 +167,15 @@ def to_numpy_scalar(tensor: torch.Tensor) -> Any:
 @dataclasses.dataclass(frozen=True)
 class ArraySpec:
     """What a traced ndarray is, for the stand-in numpy sees: dtype, shape, strides
-    (in elements) and whether it is a numpy scalar rather than an array."""
+    (in elements) and whether it is a numpy scalar rather than an array; for numpy's
+    answer, also whether the array is a view of an argument."""
 
     dtype: Any
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     scalar: bool = False
+    # numpy's result shares memory with an argument (a view): compared with the graph's
+    view: bool = dataclasses.field(default=False, compare=False)
 
     def stand_in(self) -> Any:
         import numpy as np
@@ -197,8 +200,9 @@ class Answer:
 _answers: dict[Any, Answer] = {}
 
 
-def probe(call: Callable[[], Any], key: Any) -> Answer:
-    """Run ``call`` (numpy on stand-ins) once per ``key``; Unsupported if numpy raises."""
+def probe(call: Callable[[], tuple[Any, list[Any]]], key: Any) -> Answer:
+    """Run ``call`` (numpy on stand-ins: the result and the arguments) once per ``key``;
+    Unsupported if numpy raises."""
     known = _answers.get(key) if key is not None else None
     if known is not None:
         return known
@@ -207,30 +211,41 @@ def probe(call: Callable[[], Any], key: Any) -> Answer:
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = call()
+            result, arguments = call()
     except Exception as e:  # eager raises, or writes into an argument: run it there
         raise Unsupported(
             "numpy_unsupported", f"numpy raised {type(e).__name__} on stand-in arrays "
             f"(an error in eager too, or a write into an array): {e}"
         ) from None
-    answer = Answer(_summarize(result))
+    answer = Answer(_summarize(result, _arrays(arguments)))
     if key is not None:
         _answers[key] = answer
     return answer
 
 
-def _summarize(value: Any) -> Any:
+def _arrays(value: Any) -> list[Any]:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _arrays(v)]
+    return []
+
+
+def _summarize(value: Any, arguments: list[Any]) -> Any:
     import numpy as np
 
     if isinstance(value, np.ndarray):
         if value.dtype.itemsize == 0 or any(s % value.dtype.itemsize for s in value.strides):
             raise Unsupported("numpy_unsupported", f"numpy returned a {value.dtype} array")
         strides = tuple(s // value.dtype.itemsize for s in value.strides)
-        return ArraySpec(value.dtype, value.shape, strides)
+        view = any(np.may_share_memory(value, a) for a in arguments)
+        return ArraySpec(value.dtype, value.shape, strides, view=view)
     if isinstance(value, np.generic):
         return ArraySpec(value.dtype, (), (), scalar=True)
     if type(value) in (tuple, list):
-        return type(value)(_summarize(v) for v in value)
+        return type(value)(_summarize(v, arguments) for v in value)
     return value
 
 

@@ -71,7 +71,17 @@ def attributes_and_methods(x):
 @program(lambda: (randn(3, 4),))
 def indexing(x):
     a = x.numpy()
-    return a[0], a[0, 1], a[:, 1:3] * a[:, :2], a[::2], a[..., None].shape, a[::-1] + 1
+    return a[0], a[0, 1], a[:, 1:3] * a[:, :2], a[::2], a[..., None].shape
+
+
+@program(lambda: (randn(3, 4),), graphs=1)
+def copies_and_views(x):
+    a = x.numpy()
+    flat = a.flatten()  # numpy copies (torch._numpy views: copied in the graph)
+    first = a[0, 0]  # a numpy scalar: a copy
+    back = a[::-1]  # numpy views; torch has no negative strides: a break
+    a[0, 0] = 100.0
+    return flat, first, back, x
 
 
 @program(lambda: (randn(3, 4),))
@@ -289,6 +299,7 @@ def test_program(prog, counting_backend):
 # One graph, then a break whose rest computes nothing (or runs in Python).
 _ONE_GRAPH_AFTER_A_BREAK = {
     "in_place_write_to_argument", "item_write_through_numpy", "value_read_into_python",
+    "copies_and_views",
 }
 
 
