@@ -49,3 +49,15 @@ def test_classify_sees_a_mutated_input() -> None:
     assert compare.classify(world(1.0), world(1.0), lambda e: False)[0] == "pass"
     outcome, detail = compare.classify(world(1.0), world(2.0), lambda e: False)
     assert outcome == "wrong" and detail.startswith("args"), detail
+
+
+def test_classify_counts_a_caught_internal_error() -> None:
+    """With ``config.strict`` off bytegraph warns and falls back: still an internal error."""
+    eager = compare.Observed(None, "", compare.normalize(((), {}, 1), {}, 0))
+    warned = compare.Observed(
+        None, "", eager.world,
+        ("bytegraph: internal error while compiling f (x.py:1): KeyError: 'k'. "
+         "It runs as plain Python from now on.",),
+    )
+    outcome, detail = compare.classify(eager, warned, lambda e: False)
+    assert outcome == "internal" and detail.endswith("KeyError: 'k'"), detail

@@ -44,6 +44,7 @@ class Observed:
     error: BaseException | None
     stdout: str
     world: Any  # normalized (args, kwargs, result, closure, owner, globals)
+    warnings: tuple[str, ...] = ()  # the messages of the warnings the call emitted
 
 
 def seed() -> None:
@@ -85,8 +86,8 @@ def observe(
     """Call ``fn`` (``original`` compiled, or itself) and keep what a user sees afterwards."""
     seed()
     stdout = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(stdout):
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+        warnings.simplefilter("always")
         try:
             result, error = fn(*args, **kwargs), None
         except Exception as exc:  # noqa: BLE001  (the program's own exceptions are observations)
@@ -97,7 +98,7 @@ def observe(
         )
     except Exception as exc:  # noqa: BLE001  (a state that cannot even be read is reported)
         world = f"<state unreadable: {type(exc).__name__}: {exc}>"
-    return Observed(error, stdout.getvalue(), world)
+    return Observed(error, stdout.getvalue(), world, tuple(str(w.message) for w in caught))
 
 
 def normalize(value: Any, memo: dict[int, Any], depth: int) -> Any:
@@ -235,10 +236,20 @@ def owners(error: BaseException, inside: tuple[str, ...]) -> bool:
     return bool(mine) and mine[-1].startswith(inside)
 
 
+INTERNAL_WARNING = "bytegraph: internal error"  # what bytegraph warns when it falls back
+
+
 def classify(
     eager: Observed, got: Observed, is_internal: Callable[[BaseException], bool]
 ) -> tuple[str, str]:
-    """(outcome, detail): pass, wrong, error (raised differently) or internal."""
+    """(outcome, detail): pass, wrong, error (raised differently) or internal.
+
+    An internal error bytegraph caught itself (``config.strict`` off: it warns and
+    runs the frame as Python) is ``internal`` too, whatever the result.
+    """
+    fallback = [w for w in got.warnings if w.startswith(INTERNAL_WARNING)]
+    if fallback:
+        return "internal", fallback[0].split(". It runs as plain Python")[0][:300]
     if got.error is not None and not same_error(got.error, eager.error):
         if is_internal(got.error):
             first = str(got.error).strip().splitlines()
