@@ -256,6 +256,24 @@ TENSOR.extend(ITERTOOLS_TENSOR)
 INT.extend(COLLECTIONS_OTHER["I"])
 BOOL.extend(COLLECTIONS_OTHER["B"])
 
+# torch.utils._pytree over dicts, lists, tuples and None leaves (modelled, variables/pytree.py).
+_PT = "torch.utils._pytree"
+PYTREE_TENSOR: list[Production] = [
+    (1, _PT + ".tree_map(lambda t: t * 2, {{'a': {0}, 'b': [{1}, 3]}})['b'][0]", "TT"),
+    (1, "sum(" + _PT + ".tree_leaves([{0}, ({1}, 2), {{'k': {0}}}]))", "TT"),
+    (1, _PT + ".tree_map_only(torch.Tensor, lambda t: t.relu(), ({0}, 3, [{1}]))[2][0]", "TT"),
+    (1, _PT + ".tree_map(lambda a, b: a - b, [{0}, {{'z': {1}}}], [{1}, {{'z': {0}}}])[1]['z']",
+     "TT"),
+    (1, "(lambda f: " + _PT + ".tree_unflatten([v + 1 for v in f[0]], f[1]))("
+     + _PT + ".tree_flatten(({0}, {{'k': {1}}})))[1]['k']", "TT"),
+]
+PYTREE_INT: list[Production] = [
+    (1, _PT + ".tree_structure([{0}, ({0}, 1, None)]).num_leaves", "T"),
+    (1, "len(" + _PT + ".tree_flatten_with_path({{'a': [{0}, {1}]}})[0])", "TT"),
+]
+TENSOR.extend(PYTREE_TENSOR)
+INT.extend(PYTREE_INT)
+
 EXTRA = {"T": TENSOR + NUMPY_TENSOR, "V": VECTOR, "S": SCALAR, "I": INT + NUMPY_OTHER["I"],
          "F": FLOAT + NUMPY_OTHER["F"], "B": BOOL + NUMPY_OTHER["B"]}
 EXTRA_MAIN = {"T": TENSOR_MAIN, "V": VECTOR_MAIN, "I": INT_MAIN, "B": BOOL_MAIN}
