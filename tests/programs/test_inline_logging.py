@@ -12,6 +12,7 @@ logs the value the tensor has at that point.
 from __future__ import annotations
 
 import logging
+import warnings
 from logging import warning as module_warning
 
 import pytest
@@ -158,3 +159,22 @@ def test_logger_state_change_inline_is_not_deferred(reorderable, records):
     records.clear()
     bytegraph.compile(f, backend="eager")(x)
     assert records == expected == [(logging.WARNING, NAME, "kept")]
+
+
+def warns_inline(x):
+    y = x + 1
+    warnings.warn(f"shape {tuple(y.shape)}", UserWarning, stacklevel=1)
+    return y * 2
+
+
+def test_warnings_warn_breaks_and_warns_once(reorderable, counting_backend):
+    """``warnings.warn`` is not deferred (its registry keys on the caller's line): a
+    graph break around it, the warning issued once per call with eager's message."""
+    compiled = bytegraph.compile(warns_inline, backend=counting_backend)
+    x = torch.randn(3)
+    for fn in (warns_inline, compiled, compiled):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert torch.equal(fn(x), (x + 1) * 2)
+        assert [str(w.message) for w in caught] == ["shape (3,)"]
+    assert counting_backend.calls == 2
