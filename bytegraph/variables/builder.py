@@ -66,10 +66,10 @@ from bytegraph.variables.functions import (
 from bytegraph.variables.higher_order import higher_order_variable
 from bytegraph.variables.itertools import ItertoolsFunctionVariable, is_itertools_function
 from bytegraph.variables.logging_calls import (
-    MODULE_FUNCTIONS,
     DeferredLogCallVariable,
     GetLoggerVariable,
     LoggerVariable,
+    is_module_log_function,
     module_log_function,
 )
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
@@ -348,7 +348,7 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return DeferredLogCallVariable(None, "print", source=source)
     if value is logging.getLogger:
         return GetLoggerVariable(source=source)
-    if any(value is fn for fn in MODULE_FUNCTIONS):
+    if is_module_log_function(value):
         return module_log_function(value, source)
     if is_itertools_function(value):
         return ItertoolsFunctionVariable(value, source=source)

@@ -85,7 +85,7 @@ class SuspendedFrame:
         self.started = False
         self.running = False
         self.yields = 0
-        self.first_resume: tuple[int, int | None] | None = None  # the root's (step, index)
+        self.first_resume: tuple[int, int] | None = None  # the root's (step, index)
         translator.handled_exception = ConstantVariable(None)  # its own gi_exc_state
         _frames.setdefault(translator.output, []).append(self)
 
@@ -161,13 +161,16 @@ def _call(function: Any, args: tuple, keywords: dict[str, Any]) -> Any:
     return function(*args, **keywords)
 
 
-def _root_position(tx: Tx) -> tuple[int, int | None]:
-    """The root translator's current step and instruction index (where a break goes)."""
+def _root_position(tx: Tx) -> tuple[int, int | None] | None:
+    """The root translator's current step and instruction index (where a break goes);
+    None where the root is no frame being compiled (then the whole frame runs as Python)."""
     from bytegraph.translate.ops.exceptions import root_translator
 
     root = root_translator(tx)
-    inst = root.current_inst
-    return root.steps - 1, inst.index if inst is not None else None
+    steps, inst = getattr(root, "steps", None), getattr(root, "current_inst", None)
+    if steps is None or inst is None:
+        return None
+    return steps - 1, inst.index
 
 
 def _running_generators(tx: Tx) -> list[Any]:

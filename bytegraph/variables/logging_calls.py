@@ -153,6 +153,11 @@ class LoggerVariable(UserDefinedObjectVariable):
 
 # ``logging.warning(...)`` and friends: the root logger's methods, behind a basicConfig().
 MODULE_FUNCTIONS = {getattr(logging, name): name for name in sorted(LOG_METHODS)}
+_MODULE_FUNCTION_IDS = frozenset(id(fn) for fn in MODULE_FUNCTIONS)
+
+
+def is_module_log_function(value: Any) -> bool:
+    return id(value) in _MODULE_FUNCTION_IDS
 
 
 def module_log_function(fn: Any, source: Any) -> DeferredLogCallVariable:

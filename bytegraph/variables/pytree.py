@@ -341,8 +341,11 @@ _MODELS: dict[Any, Callable[..., VariableTracker]] = {
 }
 
 
+_MODEL_IDS = frozenset(id(fn) for fn in _MODELS)
+
+
 def is_pytree_function(value: Any) -> bool:
-    return any(value is fn for fn in _MODELS)
+    return id(value) in _MODEL_IDS
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
