@@ -249,3 +249,19 @@ def test_wrapping_other_objects_reads_no_attribute():
     compiled(torch.ones(2), Noisy())
     compiled(torch.ones(2), Noisy())
     assert Noisy.reads == 0
+
+
+class KeyConfig(dict):
+    """Attributes are items: a missing one raises KeyError, not AttributeError."""
+
+    def __getattr__(self, name):
+        return self[name]
+
+
+def reads_key_config(x, cfg):
+    return x * cfg.scale
+
+
+def test_dict_subclass_whose_getattr_raises_key_error(differential, counting_backend):
+    compiled = differential.compile(reads_key_config)
+    differential.check(reads_key_config, compiled, (torch.ones(2), KeyConfig(scale=2.0)))
