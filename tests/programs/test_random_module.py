@@ -262,6 +262,7 @@ def reads_key_config(x, cfg):
     return x * cfg.scale
 
 
-def test_dict_subclass_whose_getattr_raises_key_error(differential, counting_backend):
-    compiled = differential.compile(reads_key_config)
-    differential.check(reads_key_config, compiled, (torch.ones(2), KeyConfig(scale=2.0)))
+def test_dict_subclass_whose_getattr_raises_key_error():
+    compiled = bytegraph.compile(reads_key_config, backend="eager")
+    x = torch.randn(2)
+    assert_same_value(compiled(x, KeyConfig(scale=2.0)), reads_key_config(x, KeyConfig(scale=2.0)))
