@@ -117,6 +117,12 @@ class NdarrayVariable(VariableTracker):
     def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
         return numpy_operator(tx, operator.getitem, [self, index])
 
+    def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
+        """``for row in a``: ``a[0]``, ``a[1]``... (rows are views, items numpy scalars)."""
+        if self.spec.scalar or not self.spec.shape:
+            raise Unsupported("operation_raises", "iteration over a 0-d array (TypeError)")
+        return [self.getitem(tx, ConstantVariable(i)) for i in range(self.spec.shape[0])]
+
     def reconstruct(self, codegen: PyCodegen) -> None:
         if self.source is not None:
             self.source.reconstruct(codegen)
