@@ -88,6 +88,7 @@ class NdarrayVariable(VariableTracker):
             "size": lambda: _numel(spec.shape), "dtype": lambda: spec.dtype,
             "itemsize": lambda: spec.dtype.itemsize,
             "nbytes": lambda: _numel(spec.shape) * spec.dtype.itemsize,
+            "strides": lambda: tuple(s * spec.dtype.itemsize for s in spec.strides),
         }.get(name)
         if folded is not None:
             return wrap_numpy_constant(folded())
@@ -135,6 +136,15 @@ class NdarrayVariable(VariableTracker):
         return f"NdarrayVariable({self.tensor.node.name}, {self.spec.dtype}, {kind})"
 
 
+def _same_layout(example: torch.Tensor, spec: numpy_calls.ArraySpec) -> bool:
+    """Whether the tensor's strides are numpy's (a dimension of size 1 has no stride
+    that matters: numpy gives ``a[None]`` stride 0 there)."""
+    if _numel(spec.shape) <= 1:
+        return True
+    pairs = zip(spec.shape, example.stride(), spec.strides)
+    return all(n == 1 or mine == theirs for n, mine, theirs in pairs)
+
+
 def _numel(shape: tuple[int, ...]) -> int:
     total = 1
     for n in shape:
@@ -148,7 +158,7 @@ _REFUSED_METHODS = frozenset({
     "fill", "sort", "partition", "put", "itemset", "resize", "setflags", "setfield",
     "byteswap", "dump", "dumps", "tofile", "tolist", "item", "tobytes", "tostring",
     "__setitem__", "__array__", "__array_wrap__", "__buffer__", "__dlpack__", "view",
-    "getfield", "ctypes", "data", "base", "flags", "strides", "__iter__",
+    "getfield", "ctypes", "data", "base", "flags", "__iter__",
     "__bool__", "__int__", "__float__", "__index__", "__complex__",
 })
 
@@ -412,18 +422,26 @@ def _as_ndarrays(
     what: str,
 ) -> VariableTracker:
     """The graph's result as numpy's: NdarrayVariables, copied where numpy copies (a
-    numpy scalar, ``a.flatten()``) but torch._numpy returns a view; a break where numpy
-    returns a view and torch._numpy a copy (a later write would show in one only)."""
+    numpy scalar, ``a.flatten()``) but torch._numpy returns a view, or lays out a new
+    array otherwise (``np.square(a.T) - b``); a break where numpy returns a view and
+    torch._numpy a copy (a later write would show in one only)."""
     from bytegraph.graph.metadata import base_of
     from bytegraph.variables.containers import ListVariable, TupleVariable
 
     if isinstance(summary, numpy_calls.ArraySpec):
         shares = id(base_of(result.example)) in inputs
-        if shares and not summary.view:
-            result = tensor_op(tx, "call_method", "clone", [result], {})
-        elif summary.view and not shares:
+        if summary.view and not shares:
             raise Unsupported("numpy_divergence",
                               f"torch._numpy's {what} gives a copy where numpy returns a view")
+        if not _same_layout(result.example, summary):
+            if summary.view:
+                raise Unsupported("numpy_divergence",
+                                  f"torch._numpy's {what} lays out a view otherwise than numpy")
+            # numpy's layout for a new array (the edge's ndarray, torch.from_numpy's strides)
+            result = tensor_op(tx, "call_function", numpy_calls.restride,
+                               [result, ConstantVariable(summary.strides)], {})
+        elif shares and not summary.view:
+            result = tensor_op(tx, "call_method", "clone", [result], {})
         return NdarrayVariable(result, summary, mutation_type=_NEW)
     items = tuple(_as_ndarrays(tx, r, s, inputs, what) for r, s in zip(result.items, summary))
     if type(summary) is list:
@@ -482,7 +500,7 @@ def ndarray_to_tensor(
 def _tensor_view(tx: InstructionTranslatorBase, array: NdarrayVariable) -> VariableTracker:
     """A new tensor over the array's memory, laid out as numpy lays the array out."""
     t = array.tensor
-    if tuple(t.example.stride()) != array.spec.strides and _numel(array.spec.shape) > 1:
+    if not _same_layout(t.example, array.spec):
         raise Unsupported("numpy_divergence",
                           "torch._numpy's array has another memory layout than numpy's")
     return tensor_op(tx, "call_method", "view_as", [t, t], {})

@@ -151,6 +151,13 @@ def graph_scalar(value: complex, dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor(value, dtype=dtype)
 
 
+def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """A copy of ``tensor`` with numpy's strides (numpy and torch lay out some results
+    of mixed-layout operands differently)."""
+    out = torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device)
+    return out.copy_(tensor)
+
+
 def to_ndarray(tensor: torch.Tensor) -> Any:
     """The ndarray of a graph output, at the graph's edge (sharing its memory)."""
     return tensor.numpy()

@@ -140,6 +140,14 @@ def numpy_float_constant_in_tensor_ops(x):
     return y * SCALE, torch.full((2,), SCALE)
 
 
+@program(lambda: (randn(3, 4).t(), randn(4, 3)))
+def layout_of_mixed_operands(x, y):
+    # fuzz seed 11 index 195: numpy makes this C-contiguous, torch keeps x's transposed
+    # layout; the edge's ndarray and torch.from_numpy's strides are numpy's
+    r = np.square(x.numpy()) - y.numpy()
+    return torch.from_numpy(r), r.strides
+
+
 # --- ndarray arguments ---------------------------------------------------------------------
 
 
