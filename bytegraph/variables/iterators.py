@@ -325,7 +325,34 @@ def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> Iterato
         return DictIteratorVariable.over(tx, iterable.base, iterable.kind)
     if isinstance(iterable, SetVariable):
         return SetIteratorVariable.over(tx, iterable)
+    lazy = _user_iterator(tx, iterable)
+    if lazy is not None:
+        return lazy
     return IteratorVariable(tuple(iterable.unpack_sequence(tx)), mutation_type=NEW_VALUE)
+
+
+def _user_iterator(tx: InstructionTranslatorBase, value: Any) -> IteratorVariable | None:
+    """``iter(obj)`` of a user object whose class defines ``__iter__`` in Python and returns
+    an iterator the trace models (a generator, ``iter(list)``): that iterator, read lazily,
+    so ``islice(obj, 2)`` runs the generator exactly as far as eager does."""
+    import types
+    from collections.abc import Sequence
+
+    from bytegraph.variables.user_defined import UserDefinedObjectVariable
+
+    if type(value) is not UserDefinedObjectVariable:
+        return None
+    found = value.lookup(tx, "__iter__")
+    if found is None or found.pending is not None or not isinstance(found.raw, types.FunctionType):
+        return None
+    if found.raw is Sequence.__iter__:  # read by index until IndexError (unpack_sequence)
+        return None
+    iterator = value.call_special(tx, "__iter__", [])
+    if isinstance(iterator, IteratorVariable):
+        return iterator
+    if isinstance(iterator, UserDefinedObjectVariable):
+        raise Unsupported("unknown_iteration", f"a {value.cls.__qualname__} iterating itself")
+    raise Unsupported("operation_raises", f"{value.cls.__qualname__}.__iter__ returned {iterator}")
 
 
 def iterate_reversed(tx: InstructionTranslatorBase, value: VariableTracker) -> IteratorVariable:

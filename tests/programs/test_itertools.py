@@ -204,6 +204,30 @@ def a_raising_source_finishes_zip_longest(x, log):
     return x + 1, out
 
 
+class LoggedBag:
+    """A user iterable whose ``__iter__`` is a generator: each item logged as it is made."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __iter__(self):
+        for v in range(5):
+            self.log.append(v)
+            yield v
+
+
+@add(t3_log)
+def user_iterable_read_lazily(x, log):
+    bag = LoggedBag(log)
+    head = [x * v for v in itertools.islice(bag, 2)]
+    pairs = [x + a for a, _ in zip(bag, range(2))]
+    for v in bag:
+        if v == 1:
+            break
+    log.append("end")
+    return head, pairs, list(itertools.chain(bag, [9]))
+
+
 @add(t3)
 def unpacking_and_builtins(x):
     a, b, c = itertools.islice(itertools.cycle([x, 1]), 3)
