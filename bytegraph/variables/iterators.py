@@ -20,6 +20,10 @@ from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import NEW_VALUE, ListVariable, TupleVariable, store_contents
 from bytegraph.variables.dicts import DictVariable, DictViewVariable
 
+TUPLE_ITERATOR = type(iter(()))
+# Iterators rebuilt from any remaining items; others (ranges, text) from constants only.
+_ANY_ITEMS = (TUPLE_ITERATOR, type(reversed(())))
+
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -37,9 +41,12 @@ class IteratorVariable(VariableTracker):
     """
 
     items: tuple[VariableTracker, ...]
+    # The type of the real iterator the snapshot stands for: type() and isinstance
+    # answer it, and an escaping snapshot is rebuilt as one (a tuple's by default).
+    iterator_type: type = dataclasses.field(default=TUPLE_ITERATOR, kw_only=True)
 
     def python_type(self) -> type:
-        return type(iter(()))
+        return self.iterator_type
 
     def state(self, tx: InstructionTranslatorBase) -> tuple[VariableTracker, ...]:
         return tx.output.side_effects.contents(self, self.items)
@@ -62,11 +69,15 @@ class IteratorVariable(VariableTracker):
         return True
 
     def reconstruct(self, codegen: PyCodegen) -> None:
-        """``iter([remaining items])``"""
+        """An iterator of ``iterator_type`` over the remaining items."""
         if type(self) is not IteratorVariable:  # a subclass that cannot rebuild itself
             raise Unsupported("unrebuildable_value", f"a live {self} escapes the trace")
         remaining = codegen.side_effects.contents(self, self.items)
-        codegen.call_const(iter, [ListVariable(remaining)])
+        if self.iterator_type not in _ANY_ITEMS and not _rebuilds(self.iterator_type, remaining):
+            name = self.iterator_type.__name__
+            raise Unsupported("unrebuildable_value", f"a live {name} escapes the trace")
+        rebuild = functools.partial(rebuilt_iterator, self.iterator_type)
+        codegen.call_const(rebuild, [TupleVariable(remaining)])
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -308,6 +319,61 @@ class EnumerateIteratorVariable(IteratorVariable):
         return TupleVariable((count, item))
 
 
+def rebuilt_iterator(iterator_type: type, items: tuple) -> Any:
+    """A fresh iterator of ``iterator_type`` (where it can be made) yielding ``items``.
+
+    Ranges, strings and bytes are rebuilt from their remaining items; a string
+    iterator that was made over non-ASCII text keeps its type through one
+    non-ASCII character read off first. Anything else yields through a tuple
+    iterator, which the caller compares with the type it wanted.
+    """
+    if iterator_type is TUPLE_ITERATOR:
+        return iter(items)
+    if iterator_type is type(reversed(())):
+        return reversed(items[::-1])
+    if iterator_type in (type(iter(range(0))), type(iter(range(2**64)))):
+        return _range_iterator(items)
+    if all(type(item) is str for item in items) and "str" in iterator_type.__name__:
+        text = "".join(items)
+        if type(iter(text)) is iterator_type:
+            return iter(text)
+        wide = iter("\u0100" + text)
+        next(wide)
+        return wide
+    if iterator_type is type(iter(b"")) and all(type(item) is int for item in items):
+        return iter(bytes(items))
+    return iter(items)
+
+
+def _rebuilds(iterator_type: type, items: tuple[VariableTracker, ...]) -> bool:
+    """True if ``rebuilt_iterator`` makes an ``iterator_type`` of these (constant) items."""
+    if not all(item.is_python_constant() for item in items):
+        return False
+    values = tuple(item.as_python_constant() for item in items)
+    return type(rebuilt_iterator(iterator_type, values)) is iterator_type
+
+
+def _range_iterator(items: tuple) -> Any:
+    if not items:
+        return iter(range(0))
+    step = items[1] - items[0] if len(items) > 1 else 1
+    candidate = range(items[0], items[-1] + step, step) if step else range(0)
+    return iter(candidate) if tuple(candidate) == items else iter(items)
+
+
+def _snapshot_type(iterable: VariableTracker, reverse: bool = False) -> type:
+    """The type of ``iter(iterable)`` (or ``reversed``), where it is known for sure."""
+    make = reversed if reverse else iter
+    if iterable.is_python_constant():
+        try:
+            return type(make(iterable.as_python_constant()))
+        except TypeError:
+            return TUPLE_ITERATOR
+    if issubclass(iterable.python_type(), tuple):
+        return type(make(()))
+    return TUPLE_ITERATOR
+
+
 def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> IteratorVariable:
     """``iter(iterable)``: iterators are their own; lists, dicts and sets iterate live."""
     from bytegraph.variables.deques import DequeIteratorVariable, DequeVariable
@@ -328,7 +394,10 @@ def iterate(tx: InstructionTranslatorBase, iterable: VariableTracker) -> Iterato
     lazy = _user_iterator(tx, iterable)
     if lazy is not None:
         return lazy
-    return IteratorVariable(tuple(iterable.unpack_sequence(tx)), mutation_type=NEW_VALUE)
+    items = tuple(iterable.unpack_sequence(tx))
+    return IteratorVariable(
+        items, iterator_type=_snapshot_type(iterable), mutation_type=NEW_VALUE
+    )
 
 
 def _user_iterator(tx: InstructionTranslatorBase, value: Any) -> IteratorVariable | None:
@@ -368,4 +437,6 @@ def iterate_reversed(tx: InstructionTranslatorBase, value: VariableTracker) -> I
     if isinstance(value, DequeVariable):  # it would see mutations (RuntimeError)
         raise Unsupported("unknown_iteration", "reversed() of a deque")
     items = tuple(reversed(value.unpack_sequence(tx)))
-    return IteratorVariable(items, mutation_type=NEW_VALUE)
+    return IteratorVariable(
+        items, iterator_type=_snapshot_type(value, reverse=True), mutation_type=NEW_VALUE
+    )
