@@ -338,6 +338,7 @@ def numpy_call(
         return real(*stand_ins, **kw_stand_ins), [*stand_ins, *kw_stand_ins.values()]
 
     answer = numpy_calls.probe(on_stand_ins, key)
+    _refuse_integer_edge_cases(tx, name, args, answer.value)
     target = numpy_calls.graph_function(kind, name)
     graph_args = [p[0] for p in lowered]
     graph_kwargs = {k: p[0] for k, p in lowered_kw.items()}
@@ -346,6 +347,46 @@ def numpy_call(
     numpy_calls.check_answer(answer.value, _examples(result), what)
     inputs = _input_bases([*graph_args, *graph_kwargs.values()])
     return _as_ndarrays(tx, result, answer.value, inputs, what)
+
+
+# Integer operations whose edge cases numpy and torch answer differently: a zero divisor
+# (numpy: 0 and a warning; torch raises), a negative exponent (numpy raises), a shift by
+# the width or more. Refused where the right operand is an array (its values unknown).
+_INTEGER_EDGES = frozenset({
+    "floordiv", "mod", "ifloordiv", "imod", "floor_divide", "remainder", "fmod", "divmod",
+    "pow", "ipow", "power", "lshift", "rshift", "ilshift", "irshift", "left_shift",
+    "right_shift", "__floordiv__", "__mod__", "__pow__", "__lshift__", "__rshift__",
+})
+
+
+def _refuse_integer_edge_cases(
+    tx: InstructionTranslatorBase, name: str, args: list[VariableTracker], answer: Any
+) -> None:
+    if name not in _INTEGER_EDGES or len(args) < 2:
+        return
+    leaves = answer if isinstance(answer, (tuple, list)) else (answer,)
+    integer = any(isinstance(leaf, numpy_calls.ArraySpec) and leaf.dtype.kind in "iub"
+                  for leaf in leaves)
+    right = args[1]
+    if integer and (isinstance(right, NdarrayVariable) or _unsafe_constant(tx, name, right)):
+        raise Unsupported(
+            "numpy_divergence", f"integer {name} by an array or an edge value: numpy and "
+            "torch differ on zero divisors, negative exponents and wide shifts",
+        )
+
+
+def _unsafe_constant(tx: InstructionTranslatorBase, name: str, vt: VariableTracker) -> bool:
+    from bytegraph.variables.containers import python_constant
+
+    try:
+        value = python_constant(tx, vt)
+    except Unsupported:
+        return True
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return True
+    if "shift" in name:
+        return not 0 <= value < 8
+    return value == 0 or value < 0
 
 
 def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any, Any]:

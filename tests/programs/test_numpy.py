@@ -148,6 +148,13 @@ def layout_of_mixed_operands(x, y):
     return torch.from_numpy(r), r.strides
 
 
+@program(lambda: (torch.tensor([3, 4, 5]), torch.tensor([0, 2, -1])), graphs=2)
+def integer_division_by_an_array(x, y):
+    # numpy: 0 where the divisor is 0 (and a warning); torch raises ZeroDivisionError
+    x.add_(1)  # the graph writes an input: it cannot run again as Python if it raised
+    return x.numpy() // y.numpy(), x.numpy() // 2, x.numpy() % 3
+
+
 # --- ndarray arguments ---------------------------------------------------------------------
 
 
