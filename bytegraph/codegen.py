@@ -240,13 +240,16 @@ def transformed_code(
     """
     codegen = PyCodegen(side_effects, graph_outputs)
     on_error = bc.Label() if on_graph_error is not None and compiled is not None else None
+    reruns = on_error is not None and on_graph_error.rerun is not None
     if side_effects.draws.draws:  # random numbers the graph (or the rest) needs, drawn first
-        side_effects.draws.emit_prologue(codegen)
+        side_effects.draws.emit_prologue(codegen, save_states=reruns)
     if compiled is not None:
         codegen.call_graph(compiled, inputs, on_error)
     emit_tail(codegen)
     if on_error is not None:
         codegen.append(on_error)
+        if side_effects.draws.draws and reruns:
+            side_effects.draws.emit_restore(codegen)  # the rerun draws them again
         codegen.handle_graph_error(template, on_graph_error)
     try:
         return assemble.assemble(template, codegen.instructions)

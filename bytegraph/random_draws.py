@@ -21,8 +21,9 @@ instead, and the transformed code makes them for real:
    program order on the real generators, exactly once per call, so the state
    after the call is eager's, and values change from call to call.
 
-A graph whose plan draws anything does not rerun as Python when it fails
-(graph/rerun.py): the generators have moved on by then.
+A graph that fails at run time reruns the original code as Python
+(graph/rerun.py) only after the generators are put back as the prologue found
+them (``emit_restore``): the rerun draws the same numbers again, as eager.
 """
 
 from __future__ import annotations
@@ -115,13 +116,30 @@ class DrawPlan:
     def draws(self) -> bool:
         return bool(self.calls)
 
-    def emit_prologue(self, codegen: PyCodegen) -> None:
-        """``___random_values = run_plan(*generators)`` at the top of the code."""
-        codegen.load_callable(_Prologue(tuple(self.calls), self.outputs))
+    def emit_prologue(self, codegen: PyCodegen, save_states: bool) -> None:
+        """``___random_values = run_plan(*generators)`` at the top of the code; with
+        ``save_states``, the generators' states before the draws are kept too."""
+        codegen.load_callable(_Prologue(tuple(self.calls), self.outputs, save_states))
         for generator in self.generators:
             codegen(generator)
         codegen.append(*codegen.call_instrs(len(self.generators)))
         codegen.append(bc.Instr("STORE_FAST", VALUES))
+
+
+    def emit_restore(self, codegen: PyCodegen) -> None:
+        """Put every generator drawn from back as it was before the prologue: the graph
+        failed and the original code runs instead (graph/rerun.py), drawing again."""
+        codegen.load_callable(_restore)
+        codegen.append(bc.Instr("LOAD_FAST", VALUES))
+        for generator in self.generators:
+            codegen(generator)
+        codegen.append(*codegen.call_instrs(1 + len(self.generators)))
+        codegen.append(bc.Instr("POP_TOP"))
+
+
+def _restore(values: dict[int | str, Any], *generators: Any) -> None:
+    for generator, state in zip(generators, values["states"], strict=True):
+        generator.setstate(state)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -131,12 +149,16 @@ class _Prologue:
 
     calls: tuple[tuple[int, str, tuple, dict], ...]
     outputs: list[tuple[str, Expr]]
+    save_states: bool
 
     def __call__(self, *generators: Any) -> dict[int | str, Any]:
-        values: dict[int | str, Any] = {
-            i: getattr(generators[g], method)(*args, **kwargs)
+        values: dict[int | str, Any] = {}
+        if self.save_states:  # (625 ints each: only where a rerun may need them)
+            values["states"] = [g.getstate() for g in generators]
+        values.update(
+            (i, getattr(generators[g], method)(*args, **kwargs))
             for i, (g, method, args, kwargs) in enumerate(self.calls)
-        }
+        )
         for n, (kind, expr) in enumerate(list(self.outputs)):
             value = evaluate(expr, values)
             values[f"o{n}"] = as_tensor(value) if kind == "tensor" else value

@@ -212,9 +212,7 @@ def _compile(
         pending = _PendingGraph()
     on_error = None
     if gm is not None:
-        # Random draws before the graph moved the generators on: no rerun as Python.
-        changed = output.writes_inputs or output.side_effects.draws.draws
-        on_error = OnGraphError.plan(gm, changed, bool(switches), fn)
+        on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn)
         if output.ops_in_try and (on_error is None or on_error.rerun is None):
             raise Unsupported(
                 "op_in_try_not_rerunnable",

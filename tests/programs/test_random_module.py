@@ -266,3 +266,30 @@ def test_dict_subclass_whose_getattr_raises_key_error():
     compiled = bytegraph.compile(reads_key_config, backend="eager")
     x = torch.randn(2)
     assert_same_value(compiled(x, KeyConfig(scale=2.0)), reads_key_config(x, KeyConfig(scale=2.0)))
+
+
+def draw_then_fail(x, index):
+    y = x * random.random()
+    GL.append(random.randint(0, 9))
+    return y.index_select(0, index) + random.random()
+
+
+GL: list = []
+
+
+def test_graph_failing_after_draws_reruns_from_the_same_state():
+    compiled = bytegraph.compile(draw_then_fail, backend="eager")
+    x = torch.randn(3)
+    for index in (torch.tensor([0, 2]), torch.tensor([5]), torch.tensor([1])):
+        outcomes = []
+        for f in (draw_then_fail, compiled):
+            random.seed(4)
+            GL.clear()
+            try:
+                outcome = f(x, index)
+            except IndexError as e:
+                outcome = type(e)
+            outcomes.append((outcome, list(GL), random.getstate()))
+        (expected, eager_list, eager_state), (actual, compiled_list, state) = outcomes
+        _same(actual, expected)
+        assert compiled_list == eager_list and state == eager_state
