@@ -37,9 +37,10 @@ away too. A generator that leaves the trace (returned, stored, or live
 across a graph break, which also covers a break inside its own body) is
 made again by the same call if it has not started: it has run nothing, so
 a new generator over the same argument objects is the same. A started one
-cannot be rebuilt (unsupported), and neither can one left paused inside a
-with/try block (``refuse_abandoned_generators``): CPython closes it when it
-is collected.
+cannot be rebuilt, and neither can one left paused inside a with/try block
+(``refuse_abandoned_generators``): CPython closes it when it is collected.
+Either breaks the frame where its root first resumed the generator, so it is
+made there, not started, and runs in Python from that point.
 """
 
 from __future__ import annotations
