@@ -194,11 +194,15 @@ class GeneratorVariable(IteratorVariable):
         """The same call again, if the frame has not started: it has run nothing yet, so
         a new generator over the same argument objects is the same generator."""
         if self.frame.started or self.call is None:
-            raise Unsupported(
+            refused = Unsupported(
                 "unrebuildable_value",
                 f"{self} started in the trace crosses into Python (a paused frame cannot be "
                 "rebuilt)",
             )
+            # Break where the root frame first resumed it: made there, not started, it is
+            # made again in Python and runs there, with the tensor work around it captured.
+            refused.step, refused.index = self.frame.first_resume or (None, None)
+            raise refused
         from bytegraph.variables.containers import TupleVariable
         from bytegraph.variables.dicts import DictVariable
 
