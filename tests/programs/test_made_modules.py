@@ -142,6 +142,19 @@ def made_module_live_at_a_break(x):
     return m(x)
 
 
+class Talky(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        bytegraph.graph_break()
+        return y + 1
+
+
+@add(x34, graphs=3, fullgraph=False)
+def break_inside_a_made_module_forward(x):
+    m = Talky()
+    return m(x) - 1, m
+
+
 @add(x34)
 def made_module_plain_attribute_changed(x):
     m = Scale(2.0)
