@@ -110,7 +110,10 @@ def lookup_class_attr(
             if pending is not None:
                 return Found(pending=pending, owner=klass)
         if name in klass.__dict__:
-            base = _klass_source(tx, cls, cls_source, index)
+            if cls_source is not None:
+                base: Source | None = _mro_source(cls_source, index)
+            else:
+                base = _klass_source(tx, cls, None, index)
             source = None if base is None else GetItemSource(AttrSource(base, "__dict__"), name)
             return Found(raw=klass.__dict__[name], owner=klass, source=source)
     return None
