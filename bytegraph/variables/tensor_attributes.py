@@ -40,8 +40,12 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
     from bytegraph.variables.tensor import TensorVariable
 
-# Per trace (its SideEffects): the attribute dict VT of each tensor from the frame.
+# Per trace (its SideEffects): the attribute dict VT of each tensor from the frame, and
+# the real tensor of each graph input's node (with how many inputs are indexed).
 _SLOTS: weakref.WeakKeyDictionary[SideEffects, dict[int, TensorAttributesVariable]] = (
+    weakref.WeakKeyDictionary()
+)
+_EXAMPLES: weakref.WeakKeyDictionary[SideEffects, tuple[int, dict[Any, torch.Tensor]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -69,10 +73,12 @@ def _slot(tx: Tx, t: TensorVariable) -> TensorAttributesVariable:
 
 def _real_tensor(tx: Tx, t: TensorVariable) -> torch.Tensor | None:
     """The real tensor a frame tensor's VT stands for (its graph input's example)."""
-    for graph_input in tx.output.inputs:
-        if graph_input.source == t.source:
-            return graph_input.example
-    return None
+    inputs = tx.output.inputs
+    seen, examples = _EXAMPLES.get(tx.output.side_effects, (0, {}))
+    for graph_input in inputs[seen:]:  # indexed once: a training loop reads every p.grad
+        examples[graph_input.node] = graph_input.example
+    _EXAMPLES[tx.output.side_effects] = (len(inputs), examples)
+    return examples.get(t.node)
 
 
 def read_grad(tx: Tx, t: TensorVariable) -> VariableTracker:
