@@ -75,7 +75,7 @@ from bytegraph.variables.logging_calls import (
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
-from bytegraph.variables.numpy import wrap_numpy_object, wrap_numpy_value
+from bytegraph.variables.numpy_frame import wrap_numpy_object, wrap_numpy_value
 from bytegraph.variables.object_builtins import (
     OBJECT_BUILTINS,
     DataclassReplaceVariable,

@@ -14,6 +14,7 @@ The mechanism (``config.trace_numpy``, on by default, as in torch.compile):
    stand-in arrays (``numpy_calls.probe``): where the two disagree on what comes
    back, the trace breaks. A call on constants only (``np.sqrt(2.0)``,
    ``np.finfo(np.float32)``) runs in numpy at trace time.
+   (Values of the frame: ``numpy_frame.py``.)
 3. ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` is a view of the tensor (the same
    memory, as in eager); ``torch.tensor(a)`` a copy with the same strides. Either breaks
    where torch._numpy's tensor is laid out otherwise than numpy's array.
@@ -38,8 +39,6 @@ import torch
 
 from bytegraph import config
 from bytegraph.exc import Unsupported
-from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import ChildSource, Source, const_expr, source_record
 from bytegraph.variables import numpy_calls
 from bytegraph.variables.base import (
     BoundMethodVariable,
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
 _NEW = ValueMutationNew(1)  # codegen rebuilds one object per VT: ``return a, a`` is one array
 
 
-def _refuse(detail: str) -> Unsupported:
+def refuse(detail: str) -> Unsupported:
     return Unsupported("numpy_unsupported", detail)
 
 
@@ -95,10 +94,10 @@ class NdarrayVariable(VariableTracker):
         if name in _GRAPH_ATTRIBUTES:
             return numpy_call(tx, "attribute", name, lambda a: getattr(a, name), [self], {})
         if name in _REFUSED_METHODS:
-            raise _refuse(f"ndarray.{name} (writes into the array or reads its values)")
+            raise refuse(f"ndarray.{name} (writes into the array or reads its values)")
         if callable(getattr(np.ndarray, name, None)):
             return BoundMethodVariable(self, name)
-        raise _refuse(f"ndarray attribute {name!r}")
+        raise refuse(f"ndarray attribute {name!r}")
 
     def call_method(
         self,
@@ -108,7 +107,7 @@ class NdarrayVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if name in _REFUSED_METHODS:
-            raise _refuse(f"ndarray.{name} (writes into the array or reads its values)")
+            raise refuse(f"ndarray.{name} (writes into the array or reads its values)")
         if name == "__len__" and not args and not kwargs and self.spec.shape:
             return ConstantVariable(self.spec.shape[0])
         return numpy_call(
@@ -188,7 +187,7 @@ class NumpyFunctionVariable(PythonValueVariable):
                 return folded
         if self.name is None:
             name = getattr(self.value, "__name__", repr(self.value))
-            raise _refuse(f"numpy.{name} has no torch._numpy counterpart")
+            raise refuse(f"numpy.{name} has no torch._numpy counterpart")
         return numpy_call(tx, "function", self.name, self.value, args, kwargs)
 
     def __repr__(self) -> str:
@@ -213,7 +212,7 @@ class NumpyTypeVariable(PythonValueVariable):
             folded = _fold(tx, self.value, args, kwargs)
             if folded is not None:
                 return folded
-        raise _refuse(f"numpy.{self.value.__name__}(...) of an array")
+        raise refuse(f"numpy.{self.value.__name__}(...) of an array")
 
 
 def _tensor_conversion(
@@ -235,7 +234,7 @@ def _tensor_conversion(
         return numpy_call(tx, "method", "copy", lambda a: a.copy(), [array], {})
     if name is not None and not kwargs and isinstance(fn, sys.modules["numpy"].ufunc):
         return _ufunc_of_tensors(tx, fn, name, args)
-    raise _refuse(f"numpy.{name} called on a torch.Tensor")
+    raise refuse(f"numpy.{name} called on a torch.Tensor")
 
 
 def _ufunc_of_tensors(
@@ -247,7 +246,7 @@ def _ufunc_of_tensors(
     arrays = [tensor_to_ndarray(tx, a) if isinstance(a, TensorVariable) else a for a in args]
     result = numpy_call(tx, "function", name, ufunc, arrays, {})
     if not isinstance(result, NdarrayVariable):
-        raise _refuse(f"numpy.{name} of a torch.Tensor returning several arrays")
+        raise refuse(f"numpy.{name} of a torch.Tensor returning several arrays")
     return _tensor_view(tx, result)
 
 
@@ -291,7 +290,7 @@ def wrap_numpy_constant(value: Any) -> VariableTracker:
     if isinstance(value, (np.generic, np.dtype, np.finfo, np.iinfo)):
         return ConstantVariable(value)
     if isinstance(value, np.ndarray):
-        raise _refuse("a numpy array computed at trace time")
+        raise refuse("a numpy array computed at trace time")
     if type(value) is tuple:
         from bytegraph.variables.containers import TupleVariable
 
@@ -307,7 +306,7 @@ def numpy_operator(
 ) -> VariableTracker:
     """``a * 2``, ``a[0]``, ``-a``: an operator with an ndarray operand."""
     if any(isinstance(a, TensorVariable) for a in args):
-        raise _refuse(f"operator {fn.__name__} between a numpy array and a torch.Tensor")
+        raise refuse(f"operator {fn.__name__} between a numpy array and a torch.Tensor")
     return numpy_call(tx, "operator", fn.__name__, fn, args, {})
 
 
@@ -322,7 +321,7 @@ def numpy_call(
     """One numpy call as a graph node, checked against numpy's own answer (``real``
     called on stand-ins)."""
     if "out" in kwargs:
-        raise _refuse(f"numpy {name}(out=...) writes into an array")
+        raise refuse(f"numpy {name}(out=...) writes into an array")
     lowered = [_lower(tx, a) for a in args]
     lowered_kw = {k: _lower(tx, v) for k, v in kwargs.items()}
     key = (kind, name, real if kind == "function" else None,
@@ -398,7 +397,7 @@ def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any
     if isinstance(vt, NdarrayVariable):
         return vt.tensor, vt.spec.stand_in, vt.spec
     if isinstance(vt, TensorVariable):
-        raise _refuse("a numpy operation on a torch.Tensor")
+        raise refuse("a numpy operation on a torch.Tensor")
     if isinstance(vt, BaseSequenceVariable) and not vt.is_python_constant():
         parts = [_lower(tx, item) for item in vt.items_now(tx)]
         rebuild = list if vt.python_type() is list else tuple
@@ -420,7 +419,7 @@ def _lower(tx: InstructionTranslatorBase, vt: VariableTracker) -> tuple[Any, Any
     ):
         return ConstantVariable(numpy_calls.torch_dtype(np.dtype(value))), lambda: value, key
     if isinstance(value, (list, tuple)) and _has_numpy_constants(value):
-        raise _refuse("numpy scalars or dtypes inside a list argument")
+        raise refuse("numpy scalars or dtypes inside a list argument")
     return ConstantVariable(value) if not isinstance(value, list) else vt, lambda: value, key
 
 
@@ -496,13 +495,13 @@ def _as_ndarrays(
 def tensor_to_ndarray(tx: InstructionTranslatorBase, t: VariableTracker) -> NdarrayVariable:
     """``x.numpy()``: an array over the tensor's memory; what eager refuses breaks."""
     if not isinstance(t, TensorVariable):
-        raise _refuse(f"numpy conversion of {t}")
+        raise refuse(f"numpy conversion of {t}")
     if not config.trace_numpy:
         raise Unsupported("tolist_call", "Tensor.numpy needs the tensor's values")
-    _no_dynamic_shapes(tx)
+    no_dynamic_shapes(tx)
     example = t.example
     if t.python_type() not in (torch.Tensor, torch.nn.Parameter):
-        raise _refuse(f"numpy() of a {t.python_type().__name__}")
+        raise refuse(f"numpy() of a {t.python_type().__name__}")
     if example.requires_grad:
         raise Unsupported("operation_raises", "Tensor.numpy() of a tensor that requires grad")
     if t.device.type != "cpu":
@@ -514,9 +513,9 @@ def tensor_to_ndarray(tx: InstructionTranslatorBase, t: VariableTracker) -> Ndar
                                                     tuple(example.stride())), mutation_type=_NEW)
 
 
-def _no_dynamic_shapes(tx: InstructionTranslatorBase) -> None:
+def no_dynamic_shapes(tx: InstructionTranslatorBase) -> None:
     if tx.output.shapes is not None:
-        raise _refuse("numpy arrays in a trace with dynamic shapes")
+        raise refuse("numpy arrays in a trace with dynamic shapes")
 
 
 _TORCH_BRIDGES = {torch.from_numpy: "view", torch.as_tensor: "view", torch.asarray: "view",
@@ -530,7 +529,7 @@ def ndarray_to_tensor(
     array = args[0]
     how = _TORCH_BRIDGES.get(fn)
     if how is None or len(args) != 1 or kwargs:
-        raise _refuse(f"{getattr(fn, '__name__', fn)} of a numpy array")
+        raise refuse(f"{getattr(fn, '__name__', fn)} of a numpy array")
     if array.spec.scalar and fn is torch.from_numpy:
         raise Unsupported("operation_raises", "torch.from_numpy of a numpy scalar (TypeError)")
     if how == "copy":  # torch.tensor(a) keeps a dense array's strides, as clone() does
@@ -545,110 +544,3 @@ def _tensor_view(tx: InstructionTranslatorBase, array: NdarrayVariable) -> Varia
         raise Unsupported("numpy_divergence",
                           "torch._numpy's array has another memory layout than numpy's")
     return tensor_op(tx, "call_method", "view_as", [t, t], {})
-
-
-# -- values of the frame ------------------------------------------------------------------
-
-
-@source_record
-class NumpyTensorSource(ChildSource):
-    """``torch.from_numpy(base)``: the tensor over an ndarray argument's memory."""
-
-    def _expr(self) -> str:
-        return f"{const_expr(torch.from_numpy)}({self.base.expr()})"
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        codegen.load_callable(torch.from_numpy)
-        codegen.load_source(self.base)
-        codegen.append(*codegen.call_instrs(1))
-
-
-def _numpy() -> Any:
-    """numpy, where tracing it is on and the program has imported it; else None."""
-    return sys.modules.get("numpy") if config.trace_numpy else None
-
-
-def wrap_numpy_value(
-    tx: InstructionTranslatorBase, value: Any, source: Source
-) -> VariableTracker | None:
-    """An ndarray or numpy scalar of the frame, or None for anything else."""
-    np = _numpy()
-    if np is None or not isinstance(value, (np.ndarray, np.generic)):
-        return None
-    if isinstance(value, np.generic):
-        tx.output.add_guard(GuardKind.CONSTANT_MATCH, source, value)
-        return ConstantVariable(value, source=source)
-    return _wrap_ndarray(tx, value, source)
-
-
-def _wrap_ndarray(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
-    import numpy as np
-
-    from bytegraph.graph import metadata
-    from bytegraph.guards.guard import GuardKind
-
-    _no_dynamic_shapes(tx)
-    if type(value) is not np.ndarray:
-        raise _refuse(f"an ndarray subclass {type(value).__name__}")
-    numpy_calls.torch_dtype(value.dtype)
-    itemsize = value.dtype.itemsize
-    if any(s < 0 or s % itemsize for s in value.strides) or not value.flags.writeable:
-        raise _refuse("an ndarray argument with negative strides or read-only memory")
-    output = tx.output
-    output.add_guard(GuardKind.TYPE_MATCH, source, np.ndarray)
-    layout = (value.dtype, value.shape, value.strides, True)
-    e = source.expr()
-    output.add_guard(GuardKind.SHAPE, source,
-                     f"({e}.dtype, {e}.shape, {e}.strides, {e}.flags.writeable) == "
-                     f"{const_expr(layout)}")
-    tensor = torch.from_numpy(value)
-    meta = metadata.to_meta(tensor)
-    tensor_source = NumpyTensorSource(source)
-    node = output.add_input(tensor_source, tensor, meta)
-    t = TensorVariable(node, meta, tensor.device, source=tensor_source)
-    strides = tuple(s // itemsize for s in value.strides)
-    spec = numpy_calls.ArraySpec(value.dtype, value.shape, strides)
-    return NdarrayVariable(t, spec, source=source)
-
-
-def wrap_numpy_object(value: Any, source: Source) -> VariableTracker | None:
-    """A numpy function, ufunc or scalar type reached by identity; None for the rest."""
-    np = _numpy()
-    if np is None:
-        return None
-    if isinstance(value, type):
-        if issubclass(value, np.generic) or value in (np.finfo, np.iinfo, np.dtype):
-            return NumpyTypeVariable(value, source=source)
-        return None
-    module = getattr(value, "__module__", None)
-    if not isinstance(module, str) or module.split(".")[0] != "numpy" or not callable(value):
-        return None
-    if module not in _TNP_MODULES:
-        return None
-    return NumpyFunctionVariable(value, name=_tnp_names().get(id(value)), source=source)
-
-
-_TNP_MODULES = {"numpy": "", "numpy.linalg": "linalg.", "numpy.fft": "fft."}
-# Functions torch._numpy has that write into an argument or reach global state.
-_NOT_TRACED = frozenset({"copyto", "put", "put_along_axis", "fill_diagonal", "random",
-                         "set_default_dtype", "from_dlpack"})
-
-
-def _tnp_names() -> dict[int, str]:
-    """id(numpy object) -> its path in torch._numpy, for the names both have."""
-    names = _TNP_NAMES
-    if not names:
-        tnp = numpy_calls.tnp()
-        for module_name, prefix in _TNP_MODULES.items():
-            module = sys.modules.get(module_name)
-            counterpart = tnp if not prefix else getattr(tnp, prefix[:-1])
-            for name, obj in vars(module or {}).items() if module else ():
-                if name.startswith("_") or name in _NOT_TRACED or not callable(obj):
-                    continue
-                if isinstance(obj, type) or not hasattr(counterpart, name):
-                    continue
-                names.setdefault(id(obj), prefix + name)
-    return names
-
-
-_TNP_NAMES: dict[int, str] = {}
