@@ -8,8 +8,9 @@ call. bytegraph keeps eager's cache instead:
 
 * every argument (and the receiver of a cached method, such as Hugging Face's
   ``logger.warning_once``) must be a Python constant or a real object from the
-  frame, and nothing may be pending in SideEffects (the function would read
-  the real objects and globals, which do not have the trace's stores yet);
+  frame, and nothing may be pending in SideEffects, nor any in-place write into
+  a tensor from outside be in the graph so far (the function would read the real
+  objects, globals and tensors, which do not have the trace's changes yet);
 * the real wrapper is called once, at trace time: a miss runs the function
   then (its output, a first ``warning_once`` message, appears while the trace
   runs, once, as in eager), a hit changes nothing;
@@ -66,8 +67,11 @@ class LruCacheFunctionVariable(VariableTracker):
         from bytegraph.variables.builder import wrap_constant_result
 
         name = getattr(self.wrapper, "__qualname__", repr(self.wrapper))
-        if tx.output.side_effects.has_replay:
-            raise _refuse(f"{name}(): the trace has pending mutations the call would not see")
+        if tx.output.side_effects.has_replay or tx.output.writes_inputs:
+            raise _refuse(
+                f"{name}(): the trace has pending mutations (or in-place writes into tensors "
+                "from outside) the call would not see"
+            )
         receiver = _receiver_value(self.receiver, name)
         consts = [_constant(tx, a, name) for a in args]
         const_kwargs = {k: _constant(tx, v, name) for k, v in kwargs.items()}

@@ -180,3 +180,27 @@ def test_breaks_cleanly(case):
     assert compiled_runs == eager_runs and compiled_log == eager_log
     with pytest.raises(bytegraph.Unsupported):
         bytegraph.compile(f, backend="eager", fullgraph=True)(args[0])
+
+
+def reads_a_global_tensor():
+    weights = torch.ones(3)
+
+    @functools.lru_cache
+    def total(n):
+        return float(weights.sum()) * n
+
+    def f(x):
+        weights.add_(1)  # in the graph: the real tensor changes only when it runs
+        return x * total(2)
+
+    return f, weights
+
+
+def test_graph_write_before_the_call_breaks():
+    eager_f, eager_weights = reads_a_global_tensor()
+    f, weights = reads_a_global_tensor()
+    compiled = bytegraph.compile(f, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_same_value(compiled(x), eager_f(x))
+        assert torch.equal(weights, eager_weights)
