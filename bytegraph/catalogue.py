@@ -313,6 +313,14 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "eager refuses this op on these tensors (an in-place write into overlapping memory, "
        "mixed dtypes): Python runs it so the same error is raised",
        "fix the op's arguments; the break only keeps eager's error"),
+    _E("B403", "custom_op_without_fake", "operator_failed",
+       "a custom operator (torch.library) failed on fake tensors: it has no fake kernel, "
+       "so its output shapes are unknown to the trace",
+       "register a fake kernel with torch.library.register_fake (or an abstract impl)"),
+    _E("B404", "torch_op_writes", "side_effect",
+       "an operator whose schema writes into an argument other than its first (or out=): "
+       "the trace would not know that argument changed",
+       "call it outside the compiled function, or return the new value instead"),
     # -- B5xx: side effects ----------------------------------------------------------
     _E("B501", "side_effect_in_higher_order_body", "side_effect",
        "a mutation inside the body of a higher-order op (a global write, a change to a "

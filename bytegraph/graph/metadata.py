@@ -343,8 +343,15 @@ def op_name(kind: str, target: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
+_TORCH_OPERATORS = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
 def writes_first_argument(kind: str, target: Any) -> bool:
     """Whether the op writes into its first argument: ``x.add_(y)``, ``x += y``, ``x[i] = v``."""
+    if isinstance(target, _TORCH_OPERATORS):  # its schema says (a name may not)
+        from bytegraph.variables.torch_ops import writes_first_argument as schema_writes
+
+        return schema_writes(target)
     name = op_name(kind, target)
     return target in _WRITES_FIRST_ARGUMENT or (name.endswith("_") and not name.endswith("__"))
 

@@ -101,6 +101,7 @@ from bytegraph.variables.torch import (
     is_torch_helper,
     is_trace_time_function,
 )
+from bytegraph.variables.torch_ops import TorchOperatorVariable, is_torch_operator
 from bytegraph.variables.user_defined import (
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
@@ -328,6 +329,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     higher_order = higher_order_variable(value, source)
     if higher_order is not None:
         return higher_order
+    if is_torch_operator(value):
+        return TorchOperatorVariable(value, source=source)
     if is_trace_time_function(value) or is_graph_function(value):
         return TorchFunctionVariable(value, source=source)
     if is_pytree_function(value):
