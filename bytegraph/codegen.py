@@ -20,7 +20,7 @@ import torch
 import torch.fx
 
 from bytegraph.bytecode import assemble, compat
-from bytegraph.exc import InternalError
+from bytegraph.exc import InternalError, Unsupported
 from bytegraph.graph.rerun import OnGraphError, rerun
 from bytegraph.guards.sources import LocalSource, Source
 
@@ -148,12 +148,21 @@ class PyCodegen:
         an object being built (``e.__context__ = e``) reloads it, so cycles close.
         """
         rebuilding = self.side_effects.rebuilding
-        temp = rebuilding.get(id(vt))
-        if temp is not None:
+        if id(vt) in rebuilding:
+            temp = rebuilding[id(vt)]
+            if temp is None:  # inside its own build(): the generated code has no object yet
+                raise Unsupported(
+                    "unrebuildable_value", f"{vt} refers back to itself through its constructor"
+                )
             self.append(bc.Instr("LOAD_FAST", temp))
             return
+        rebuilding[id(vt)] = None
+        try:
+            build()
+        except BaseException:
+            del rebuilding[id(vt)]
+            raise
         temp = rebuilding[id(vt)] = f"___obj{id(vt)}"
-        build()
         self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", temp))
         try:
             for name, value in attributes():

@@ -184,7 +184,9 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if type(value) is torch.Size:
         guard(GuardKind.CONSTANT_MATCH, source, value)
         return SizeVariable(tuple(ConstantVariable(d) for d in value), source=source)
-    if isinstance(value, (tuple, list)):
+    if (isinstance(value, tuple) and _no_instance_attrs(tx, value, source)) or type(
+        value
+    ) is list:  # a list subclass is no ListVariable
         guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
         items = tuple(wrap(tx, v, GetItemSource(source, i)) for i, v in enumerate(value))
         if isinstance(value, list):
@@ -242,6 +244,18 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if array is not None:
         return array
     return _wrap_by_identity(tx, value, source)
+
+
+def _no_instance_attrs(tx: InstructionTranslatorBase, value: tuple, source: Source) -> bool:
+    """A tuple (a named tuple subclass without ``__slots__`` has a ``__dict__``) that
+    has no attributes of its own, guarded so: a TupleVariable knows its items only."""
+    attrs = getattr(value, "__dict__", None)
+    if attrs is None or type(value).__dictoffset__ == 0:
+        return True
+    if attrs:
+        return False
+    tx.output.add_guard(GuardKind.DICT_KEYS, AttrSource(source, "__dict__"), (dict, ()))
+    return True
 
 
 def _is_container_method(value: Any) -> bool:

@@ -69,6 +69,10 @@ def _len(tx: Tx, args, kwargs) -> VariableTracker | None:
         return None  # fold: len("abc"), len(range(3))
     if not hasattr(value.python_type(), "__len__"):
         raise Unsupported("operation_raises", f"len() of {value} (TypeError in eager)")
+    from bytegraph.variables.user_defined import UserDefinedObjectVariable
+
+    if isinstance(value, UserDefinedObjectVariable):  # CPython checks what __len__ returns
+        return ConstantVariable(value.length(tx))
     return value.call_method(tx, "__len__", [], {})
 
 
@@ -78,11 +82,28 @@ def isinstance_of(value: VariableTracker, classes: Any) -> bool:
 
 
 def _isinstance(tx: Tx, args, kwargs) -> VariableTracker:
+    from bytegraph.variables.instance_checks import hooked_isinstance
+
     value, classes = args
     try:
+        hooked = hooked_isinstance(tx, value, classes)
+        if hooked is not None:
+            return hooked
         return ConstantVariable(isinstance_of(value, python_constant(tx, classes)))
     except TypeError as e:
         raise Unsupported("operation_raises", f"isinstance raised {e}") from None
+
+
+def _issubclass(tx: Tx, args, kwargs) -> VariableTracker | None:
+    """Folded from constants, unless a user's ``__subclasscheck__`` is involved."""
+    from bytegraph.variables.instance_checks import hooked_issubclass
+
+    if len(args) != 2 or kwargs:
+        return None
+    try:
+        return hooked_issubclass(tx, *args)
+    except TypeError as e:
+        raise Unsupported("operation_raises", f"issubclass raised {e}") from None
 
 
 def _type(tx: Tx, args, kwargs) -> VariableTracker | None:
@@ -467,6 +488,7 @@ def _apply_descriptor(tx: Tx, descriptor: Any, args, kwargs) -> VariableTracker:
 HANDLERS: dict[Any, Any] = {
     builtins.len: _len,
     builtins.isinstance: _isinstance,
+    builtins.issubclass: _issubclass,
     builtins.type: _type,
     builtins.getattr: _getattr,
     builtins.hasattr: _hasattr,

@@ -231,7 +231,7 @@ class GeneratorVariable(IteratorVariable):
 
         frame = self.frame
         if frame.running:
-            raise Unsupported("generator_protocol", "generator already executing (ValueError)")
+            raise_from_iterator(tx, ValueError, ConstantVariable("generator already executing"))
         if thrown is not None:
             if not frame.paused():  # raised as it is, or before the first instruction
                 mark_thrown(tx, thrown)
@@ -380,7 +380,7 @@ class GeneratorVariable(IteratorVariable):
 
         frame = self.frame
         if frame.running:
-            raise Unsupported("generator_protocol", "generator already executing (ValueError)")
+            raise_from_iterator(tx, ValueError, ConstantVariable("generator already executing"))
         if not frame.paused():
             frame.finish()
             return ConstantVariable(None)

@@ -39,7 +39,11 @@ class NamedTupleClassVariable(ClassVariable):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        return TupleVariable(tuple(bind_fields(self.value, args, kwargs)), tuple_type=self.value)
+        items = tuple(bind_fields(self.value, args, kwargs))
+        # An instance with a __dict__ has an identity that matters (``n.extra = 5`` in
+        # Python after a break): generated code builds it once, as it does mutables.
+        mutation = NEW_VALUE if self.value.__dictoffset__ else None
+        return TupleVariable(items, tuple_type=self.value, mutation_type=mutation)
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         if name == "_make":

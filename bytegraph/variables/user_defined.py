@@ -623,17 +623,17 @@ class UserDefinedObjectVariable(VariableTracker):
         return ConstantVariable(any(equal_now(tx, v, item) for v in self.unpack_sequence(tx)))
 
     def length(self, tx: Tx) -> int:
-        result = self.call_special(tx, "__len__", [])
-        value = result.as_python_constant()
-        if not isinstance(value, int) or value < 0:
-            raise Unsupported("operation_raises", f"__len__ returned {value!r}")
-        return value
+        from bytegraph.variables.protocol_results import checked_len
+
+        return checked_len(tx, self.cls, self.call_special(tx, "__len__", []))
 
     def unpack_sequence(self, tx: Tx) -> list[VariableTracker]:
         found = self.lookup(tx, "__iter__")
         if found is None or (found.pending is None and found.raw is Sequence.__iter__):
             return self._sequence_protocol(tx)
-        iterator = self.call_special(tx, "__iter__", [])
+        from bytegraph.variables.protocol_results import checked_iterator
+
+        iterator = checked_iterator(tx, self.cls, self.call_special(tx, "__iter__", []))
         if iterator is self or isinstance(iterator, UserDefinedObjectVariable):
             raise Unsupported("unknown_iteration", f"a {self.cls.__qualname__} iterating itself")
         return iterator.unpack_sequence(tx)
@@ -651,8 +651,10 @@ class UserDefinedObjectVariable(VariableTracker):
         return sequence_items(tx, function_vt(tx, found.raw, found.source), self)
 
     def truth(self, tx: Tx) -> bool:
+        from bytegraph.variables.protocol_results import checked_bool
+
         if self.lookup(tx, "__bool__") is not None:
-            return self.call_special(tx, "__bool__", []).truth(tx)
+            return checked_bool(tx, self.cls, self.call_special(tx, "__bool__", []))
         if self.lookup(tx, "__len__") is not None:
             return self.length(tx) > 0
         return True

@@ -5,11 +5,13 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from bytegraph.translate.ops.exceptions import vet_truth
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.builder import wrap_constant_result
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -52,8 +54,16 @@ def _pop_jump(test):
     return pop_jump
 
 
-_if_true = _pop_jump(lambda tx, v: v.truth(tx))
-_if_false = _pop_jump(lambda tx, v: not v.truth(tx))
+def _truth(tx: Tx, value: VariableTracker) -> bool:
+    try:
+        return value.truth(tx)
+    except ObservedRaise as error:
+        vet_truth(tx, error)
+        raise
+
+
+_if_true = _pop_jump(_truth)
+_if_false = _pop_jump(lambda tx, v: not _truth(tx, v))
 _if_none = _pop_jump(_is_none)
 _if_not_none = _pop_jump(lambda tx, v: not _is_none(tx, v))
 
@@ -71,7 +81,7 @@ for _direction in ("FORWARD", "BACKWARD"):
 def _jump_or_pop(jump_when: bool):
     def jump_or_pop(tx: Tx, inst: Instruction) -> None:
         """(cond -- cond) if jumping, else (cond -- )"""
-        if tx.stack[-1].truth(tx) is jump_when:
+        if _truth(tx, tx.stack[-1]) is jump_when:
             tx.jump(inst.target)
         else:
             tx.pop()

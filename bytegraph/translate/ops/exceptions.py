@@ -410,6 +410,12 @@ def vet_attribute(tx: Tx, error: ObservedRaise) -> None:
     vet(tx, error, from_callee=False, from_builtin=error.builtin_frames == 0)
 
 
+def vet_truth(tx: Tx, error: ObservedRaise) -> None:
+    """A jump on a value's truth passes on what CPython's check of ``__bool__``'s or
+    ``__len__``'s result raised (``variables/protocol_results.py``)."""
+    vet(tx, error, from_callee=False, from_builtin=error.builtin_frames == 0)
+
+
 def vet_operator(tx: Tx, error: ObservedRaise) -> None:
     """An operator opcode (BINARY_OP...) passes on what its builtin operator raised."""
     vet(tx, error, from_callee=False, from_builtin=error.builtin_frames == 1)
