@@ -56,6 +56,10 @@ class OutputGraph:
         self.ops_in_try = False
         # Called with each guard when first installed; set only while dumping (dump.py).
         self.on_new_guard: Any = None
+        # The paused frames of this trace's generators (variables/generators.py). Held here,
+        # not in a table keyed by this object: they lead back to it, and would keep the
+        # trace (and through its frame values the caller's objects) alive for good.
+        self.generator_frames: list[Any] = []
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""

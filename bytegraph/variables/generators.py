@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import types
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -74,10 +73,6 @@ GeneratorCall = tuple[VariableTracker, tuple[VariableTracker, ...], tuple[tuple[
 _PEP_479 = "generator raised StopIteration"
 _METHODS = ("__next__", "send", "throw", "close", "__iter__")
 
-# The generator frames of each trace, by its OutputGraph.
-_frames: weakref.WeakKeyDictionary[Any, list[SuspendedFrame]] = weakref.WeakKeyDictionary()
-
-
 class SuspendedFrame:
     """A generator's inlined frame, paused before its first instruction or at a yield."""
 
@@ -88,7 +83,7 @@ class SuspendedFrame:
         self.yields = 0
         self.first_resume: tuple[int, int] | None = None  # the root's (step, index)
         translator.handled_exception = ConstantVariable(None)  # its own gi_exc_state
-        _frames.setdefault(translator.output, []).append(self)
+        translator.output.generator_frames.append(self)
 
     @property
     def finished(self) -> bool:
@@ -135,7 +130,7 @@ def refuse_abandoned_generators(output: Any) -> None:
     breaks there: the generator, not started yet at that point, is made again and
     runs in Python, and the tensor work before and after it is still captured.
     """
-    for frame in _frames.get(output, ()):
+    for frame in output.generator_frames:
         if frame.paused_in_handler_scope():
             name = frame.translator.code.co_qualname
             refused = Unsupported(

@@ -95,6 +95,37 @@ INT: list[Production] = [
     (1, "{{Key(1): 5}}.get(Key({0}), 0)", "I"), (1, "Slotted({0}, 1).a", "I"),
     (1, "len(Child(1, 2).name())", ""), (1, "abs({0} - 3)", "I"),
 ]
+# Protocol return types: CPython checks what __bool__, __len__, __iter__ return
+# (``outcome`` turns its TypeError/ValueError/OverflowError into a string).
+PROTOCOL_INT: list[Production] = [
+    (1, "len(str(outcome(bool, OddBool({0}))))", "I"),
+    (1, "len(str(outcome(bool, OddBool({0} % 2 == 0))))", "I"),
+    (1, "len(str(outcome(lambda: 1 if OddBool({0} > 2) else 2)))", "I"),
+    (1, "len(str(outcome(lambda: 3 if OddBool({0} - 1) else 4)))", "I"),
+    (1, "len(str(outcome(lambda: not OddBool(None if {0} % 2 else True))))", "I"),
+    (1, "len(str(outcome(len, OddLen({0} - 2))))", "I"),
+    (1, "len(str(outcome(len, OddLen({0} * 2 ** 62))))", "I"),
+    (1, "len(str(outcome(len, OddLen({0} / 2))))", "I"),
+    (1, "len(str(outcome(lambda: 5 if OddLen({0} % 3 - 1) else 6)))", "I"),
+    (1, "len(str(outcome(list, OddIter([{0}]))))", "I"),
+    (1, "len(str(outcome(list, OddIter(iter([{0}, 1])))))", "I"),
+    (1, "int(({0} in OddIn({1} % 2)) + 2 * (0 in OddIn([{0}])))", "II"),
+]
+# Hashing side effects: ``Hashed.__hash__`` logs each call to GL, which is compared.
+HASHING_INT: list[Production] = [
+    (1, "len({{Hashed({0}): 1, Hashed({1}): 2}})", "II"),
+    (1, "len({{Hashed({0}), Hashed({1}), Hashed({0})}})", "II"),
+    (1, "{{Hashed(1): 5}}.get(Hashed({0}), 0)", "I"),
+    (1, "int(Hashed({0}) in {{Hashed(1), Hashed(2)}})", "I"),
+    (1, "len(dict.fromkeys([Hashed({0}), Hashed(2)]))", "I"),
+    (1, "len(frozenset(Hashed(v) for v in range({0} % 4)))", "I"),
+    (1, "len({{Hashed(v % 2): v for v in range({0} % 5)}})", "I"),
+    (1, "(lambda d: d.setdefault(Hashed({0}), 3) + d.pop(Hashed({0})))({{}})", "I"),
+    (1, "(lambda s: (s.add(Hashed({0})), s.discard(Hashed({1})), len(s))[2])(set())", "II"),
+    (1, "len(set({{Hashed({0}), Hashed(2)}}))", "I"),
+]
+INT.extend(PROTOCOL_INT + HASHING_INT)
+
 FLOAT: list[Production] = [
     (1, "float({0}.sum())", "T"), (1, "float({0})", "S"), (1, "round({0}, 2)", "F"),
     (1, "abs({0})", "F"), (1, "float(str({0}))", "I"), (1, "max({0}, 0.25)", "F"),

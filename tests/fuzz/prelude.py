@@ -340,6 +340,59 @@ class Scaler(torch.nn.Module):
         return self.act(t) * self.k + self.offset
 '''
 
+PROTOCOLS = '''
+class OddBool:
+    def __init__(self, r):
+        self.r = r
+
+    def __bool__(self):
+        return self.r
+
+
+class OddLen:
+    def __init__(self, r):
+        self.r = r
+
+    def __len__(self):
+        return self.r
+
+
+class OddIter:
+    def __init__(self, r):
+        self.r = r
+
+    def __iter__(self):
+        return self.r
+
+
+class OddIn:
+    def __init__(self, r):
+        self.r = r
+
+    def __contains__(self, item):
+        return self.r
+
+
+def outcome(fn, *args):
+    try:
+        return fn(*args)
+    except (TypeError, ValueError, OverflowError) as e:
+        return type(e).__name__ + ': ' + str(e)
+'''
+
+HASHED = '''
+class Hashed:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, Hashed) and self.v == other.v
+
+    def __hash__(self):
+        GL.append(('hash', self.v))
+        return hash(self.v)
+'''
+
 SNIPPETS: dict[str, str] = {
     "Stats": STATS, "Base": BASE, "Child": CHILD, "Slotted": SLOTTED, "Key": KEY,
     "Config": CONFIG, "Point": POINT, "Mode": MODE, "FuzzError": ERRORS, "SubError": ERRORS,
@@ -351,6 +404,8 @@ SNIPPETS: dict[str, str] = {
     "gen_stop": GENERATORS, "gen_delegate": GENERATORS, "gen_break": GENERATORS,
     "logged": MANAGERS, "converted": MANAGERS, "swallowing": MANAGERS, "Guard": MANAGERS,
     "Scaler": SCALER,
+    "OddBool": PROTOCOLS, "OddLen": PROTOCOLS, "OddIter": PROTOCOLS, "OddIn": PROTOCOLS,
+    "outcome": PROTOCOLS, "Hashed": HASHED,
 }
 """Name a program may use -> the snippet that defines it."""
 

@@ -9,6 +9,7 @@ globals and class attributes after two calls on each side, graph count).
 from __future__ import annotations
 
 import collections
+import gc
 
 import _other_module as other
 import pytest
@@ -286,6 +287,35 @@ def throw_caught_around_yield_from(x):
     it = g()
     next(it)
     return x + 1, it.throw(ValueError("v")), list(it)
+
+
+def test_a_trace_keeps_no_paused_generator_alive(counting_backend) -> None:
+    """Fuzz seed 5: the trace's generator frames were kept in a table keyed weakly by
+    the trace's OutputGraph, which they lead back to: the trace, its frame values and
+    so the caller's objects lived for good, and a generator eager closes when the
+    collector runs was never closed."""
+    log = []
+
+    def gen():
+        try:
+            yield 1
+        finally:
+            log.append("closed")
+
+    def f(x, acc):
+        try:
+            raise KeyError(3)
+        except KeyError as e:
+            acc.append(e)  # its traceback holds f's frame, which holds g: a cycle
+            g = gen()
+            next(g)
+        return x + 1
+
+    for fn in (f, bytegraph.compile(f, backend=counting_backend)):
+        log.clear()
+        fn(torch.randn(3), [])
+        gc.collect()
+        assert log == ["closed"]
 
 
 PROGRAMS = corpus.programs
