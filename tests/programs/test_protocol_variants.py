@@ -264,7 +264,7 @@ def throw_into_yield_from_a_list_iterator(x):
     return x
 
 
-@add(t3, graphs=2, fullgraph=False)
+@add(t3, fullgraph=False)
 def throw_into_yield_from_an_iterator_with_throw(x):
     def g():
         r = yield from ThrowingIterator()
