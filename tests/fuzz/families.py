@@ -120,7 +120,7 @@ HASHING_INT: list[Production] = [
     (1, "len(dict.fromkeys([Hashed({0}), Hashed(2)]))", "I"),
     (1, "len(frozenset(Hashed(v) for v in range({0} % 4)))", "I"),
     (1, "len({{Hashed(v % 2): v for v in range({0} % 5)}})", "I"),
-    (1, "(lambda d: d.setdefault(Hashed({0}), 3) + d.pop(Hashed({0})))({{}})", "I"),
+    (1, "(lambda d, v: d.setdefault(Hashed(v), 3) + d.pop(Hashed(v)))({{}}, {0})", "I"),
     (1, "(lambda s: (s.add(Hashed({0})), s.discard(Hashed({1})), len(s))[2])(set())", "II"),
     (1, "len(set({{Hashed({0}), Hashed(2)}}))", "I"),
 ]

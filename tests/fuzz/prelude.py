@@ -391,6 +391,9 @@ class Hashed:
     def __hash__(self):
         GL.append(('hash', self.v))
         return hash(self.v)
+
+    def __repr__(self):  # a KeyError's message shows it: the same on both sides
+        return 'Hashed(%r)' % (self.v,)
 '''
 
 SNIPPETS: dict[str, str] = {
