@@ -44,7 +44,10 @@ from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
 from bytegraph.variables.exceptions import ExceptionInstanceVariable, raised_in_trace
-from bytegraph.variables.generators import refuse_abandoned_generators
+from bytegraph.variables.generators import (
+    refuse_abandoned_generators,
+    release_generator_frames,
+)
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -77,6 +80,8 @@ def convert_frame(
         if reason.step is None:  # the trace finished but its result cannot be rebuilt
             return _entry(fn, tx.output, _python_run(ctx), breaks=(reason,))
         return _translate_with_break(ctx, frame_values, backend, reason, dynamic)
+    finally:
+        release_generator_frames(tx.output)
 
 
 def _translate_with_break(
@@ -113,6 +118,8 @@ def _translate_with_break(
         # No break possible here: the whole frame runs as Python behind the guards seen.
         _log_break(fn, reason, refused)
         return _entry(fn, tx.output, _python_run(ctx), breaks=(reason, refused))
+    finally:
+        release_generator_frames(tx.output)
     _log_break(fn, reason, None)
     return entry
 

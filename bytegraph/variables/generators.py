@@ -123,6 +123,21 @@ class SuspendedFrame:
         return send
 
 
+def release_generator_frames(output: Any) -> None:
+    """The trace is over: its generators' paused frames let go of their translators.
+
+    A frame's translator leads to its caller's and to the OutputGraph, which holds the
+    frame: a cycle, through which the trace's frame values (the caller's real objects,
+    a generator among them) would live until the cyclic collector runs, where eager
+    frees them, and closes such a generator, when the call returns.
+    """
+    for frame in output.generator_frames:
+        frame.translator.parent = None
+        frame.translator.symbolic_locals.clear()
+        frame.translator.stack.clear()
+    output.generator_frames.clear()
+
+
 def refuse_abandoned_generators(output: Any) -> None:
     """Unsupported if a generator of this trace is left paused inside a with/try block.
 

@@ -9,6 +9,7 @@ globals and class attributes after two calls on each side, graph count).
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 
 import _other_module as other
@@ -315,6 +316,46 @@ def test_a_trace_keeps_no_paused_generator_alive(counting_backend) -> None:
         fn(torch.randn(3), [])
         gc.collect()
         assert log == ["closed"]
+
+
+def test_a_paused_generator_closes_when_the_call_returns(counting_backend) -> None:
+    """Fuzz seed 0: the trace's paused generator frames and the translators they lead
+    to made a cycle with the OutputGraph, holding the frame values (the real generator
+    among them) until the cyclic collector ran; eager closes it at the return."""
+    log = []
+
+    def gen(t):
+        try:
+            while True:
+                yield t
+        finally:
+            log.append("closed")
+
+    @contextlib.contextmanager
+    def tagged():
+        log.append("enter")
+        try:
+            yield
+        finally:
+            log.append("exit")
+
+    def f(x, n):
+        g = gen(x)
+        out = x + next(g)
+        for _ in range(n):
+            out = out + g.send(1)
+        with tagged(), contextlib.nullcontext():
+            pass
+        return out
+
+    for fn in (f, bytegraph.compile(f, backend=counting_backend)):
+        log.clear()
+        gc.disable()
+        try:
+            fn(torch.randn(3), 0)
+            assert log == ["enter", "exit", "closed"]
+        finally:
+            gc.enable()
 
 
 PROGRAMS = corpus.programs
