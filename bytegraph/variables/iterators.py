@@ -421,6 +421,9 @@ def _user_iterator(tx: InstructionTranslatorBase, value: Any) -> IteratorVariabl
         return iterator
     if isinstance(iterator, UserDefinedObjectVariable):
         raise Unsupported("unknown_iteration", f"a {value.cls.__qualname__} iterating itself")
+    from bytegraph.variables.protocol_results import checked_iterator
+
+    checked_iterator(tx, value.cls, iterator)  # no iterator: CPython's TypeError, raised here
     raise Unsupported("operation_raises", f"{value.cls.__qualname__}.__iter__ returned {iterator}")
 
 
