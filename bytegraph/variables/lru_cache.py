@@ -33,6 +33,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
+from bytegraph.side_effects import TOP_SCOPE
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import is_constant_value
 
@@ -67,6 +68,10 @@ class LruCacheFunctionVariable(VariableTracker):
         from bytegraph.variables.builder import wrap_constant_result
 
         name = getattr(self.wrapper, "__qualname__", repr(self.wrapper))
+        if tx.output.side_effects.scope > TOP_SCOPE:  # a branch of torch.cond may never run
+            raise Unsupported(
+                "side_effect_in_higher_order_body", f"{name}() inside a higher-order op"
+            )
         if tx.output.side_effects.has_replay or tx.output.writes_inputs:
             raise _refuse(
                 f"{name}(): the trace has pending mutations (or in-place writes into tensors "

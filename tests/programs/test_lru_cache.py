@@ -204,3 +204,14 @@ def test_graph_write_before_the_call_breaks():
         x = torch.randn(3)
         assert_same_value(compiled(x), eager_f(x))
         assert torch.equal(weights, eager_weights)
+
+
+def test_call_inside_a_branch_of_cond_is_not_made_at_trace_time():
+    cached, runs = make_cached()
+
+    def f(x):
+        return torch.cond(x.sum() > 1e9, lambda t: t * cached(7), lambda t: t - 1, (x,))
+
+    with pytest.raises(bytegraph.Unsupported):
+        bytegraph.compile(f, backend="eager", fullgraph=True)(torch.randn(3))
+    assert runs == []  # tracing a branch eager may never run called nothing
