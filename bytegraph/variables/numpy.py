@@ -343,9 +343,48 @@ def numpy_call(
     graph_kwargs = {k: p[0] for k, p in lowered_kw.items()}
     result = tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
     what = f"{name}" if kind != "method" else f"ndarray.{name}"
-    numpy_calls.check_answer(answer.value, _examples(result), what)
+    try:
+        numpy_calls.check_answer(answer.value, _examples(result), what)
+    except Unsupported:
+        retried = _with_numpy_dtype(tx, kind, name, real, args, kwargs, answer.value, result)
+        if retried is None:
+            raise
+        return retried
     inputs = _input_bases([*graph_args, *graph_kwargs.values()])
     return _as_ndarrays(tx, result, answer.value, inputs, what)
+
+
+_ACCUMULATORS = frozenset({"sum", "prod", "cumsum", "cumprod"})
+
+
+def _with_numpy_dtype(
+    tx: InstructionTranslatorBase, kind: str, name: str, real: Any,
+    args: list[VariableTracker], kwargs: dict[str, VariableTracker], expected: Any,
+    wrong: VariableTracker,
+) -> VariableTracker | None:
+    """The call again with ``dtype=`` numpy's result dtype, where that is how numpy
+    computed it anyway: a ufunc with a loop of that one dtype (``np.square`` of int64:
+    ``'ll->l'``, ``np.hypot`` of int8: ``'ee->e'``), or an accumulation (``cumsum`` of a
+    bool mask accumulates in int64). torch._numpy picks other dtypes for some of them.
+    None where that does not apply; the retry is checked against numpy like any call."""
+    np = sys.modules["numpy"]
+    if "dtype" in kwargs or not isinstance(expected, numpy_calls.ArraySpec):
+        return None
+    if not isinstance(wrong, TensorVariable) or expected.dtype.kind not in "iufc":
+        return None
+    char = expected.dtype.char
+    ufunc = isinstance(real, np.ufunc) and real.nout == 1 and (
+        f"{char * real.nin}->{char}" in real.types)
+    if not ufunc and (name not in _ACCUMULATORS or kind not in ("function", "method")):
+        return None
+    if not wrong.node.users:
+        wrong.node.graph.erase_node(wrong.node)
+    retried = numpy_call(tx, kind, name, real, args,
+                         {**kwargs, "dtype": ConstantVariable(expected.dtype)})
+    spec = getattr(retried, "spec", None)
+    if spec != expected:
+        raise Unsupported("numpy_divergence", f"numpy's {name} with dtype= differs")
+    return retried
 
 
 # Integer operations whose edge cases numpy and torch answer differently: a zero divisor

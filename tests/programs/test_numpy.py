@@ -148,11 +148,19 @@ def layout_of_mixed_operands(x, y):
     return torch.from_numpy(r), r.strides
 
 
+@program(lambda: ((randn(3, 4) * 5).to(torch.int64), (randn(3, 4) * 5).to(torch.int8)))
+def dtypes_torch_numpy_picks_otherwise(i, j):
+    # torch._numpy's own dtypes: int64, bool, int32; numpy's: float16, int64, int64
+    a, b, mask = i.numpy(), j.numpy(), (i > 0).numpy()
+    return (np.hypot(b, b), mask.cumsum(), np.cumsum(b.astype(np.int32), axis=1), mask.sum(),
+            a * 2)
+
+
 @program(lambda: (torch.tensor([3, 4, 5]), torch.tensor([0, 2, -1])), graphs=2)
 def integer_division_by_an_array(x, y):
     # numpy: 0 where the divisor is 0 (and a warning); torch raises ZeroDivisionError
     x.add_(1)  # the graph writes an input: it cannot run again as Python if it raised
-    return x.numpy() // y.numpy(), x.numpy() // 2, x.numpy() % 3
+    return x.numpy() // y.numpy(), x.numpy() // 2, x.numpy() % 3, np.square(x.numpy())
 
 
 # --- ndarray arguments ---------------------------------------------------------------------
