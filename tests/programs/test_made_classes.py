@@ -184,6 +184,17 @@ def _metaclass_of_its_own(x):
     return x * Thing.size
 
 
+def _instancecheck_metaclass(x):
+    class Meta(type):
+        def __instancecheck__(cls, obj):
+            return True
+
+    class Anything(metaclass=Meta):
+        pass
+
+    return x + 1 if isinstance(3, Anything) else x - 1
+
+
 def _abstract(x):
     class Shape(abc.ABC):
         @abc.abstractmethod
@@ -196,6 +207,6 @@ def _abstract(x):
     return x
 
 
-@pytest.mark.parametrize("fn", [_metaclass_of_its_own, _abstract])
+@pytest.mark.parametrize("fn", [_metaclass_of_its_own, _instancecheck_metaclass, _abstract])
 def test_what_the_trace_does_not_model_runs_as_eager(fn, differential) -> None:
     differential.check(fn, differential.compile(fn), (torch.randn(3),))
