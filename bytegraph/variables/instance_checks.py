@@ -16,8 +16,10 @@ whatever the hook does on the way) is the hook's. The trace follows CPython's
    ``hook(cls, obj)``, and the result's truth is the answer (its ``__bool__``
    traced and checked as usual).
 
-Hooks of ``type``, ``abc.ABCMeta`` (registered virtual subclasses), typing's
-and torch's own metaclasses keep the answer the VT's Python type gives
+A legacy tensor type (``torch.FloatTensor``) answers from the tensor's dtype,
+device and layout, as its C hook does. Hooks of ``type``, ``abc.ABCMeta``
+(registered virtual subclasses), typing's and torch's own metaclasses keep the
+answer the VT's Python type gives
 (``builtin_handlers.isinstance_of``); only checks that involve a hook written
 elsewhere come here. A hook that is no Python function, or a class that the
 generated code cannot reach (no source), is a graph break.
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import types
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
@@ -60,7 +64,25 @@ def user_hook(cls: Any, name: str) -> Any:
 def _any_hook(classes: Any, name: str) -> bool:
     if isinstance(classes, tuple):
         return any(_any_hook(c, name) for c in classes)
+    if name == "__instancecheck__" and type(classes) is _LEGACY_TENSOR_TYPE:
+        return True
     return user_hook(classes, name) is not None
+
+
+# torch.FloatTensor, torch.cuda.LongTensor...: no tensor's class, yet a tensor of that
+# dtype on that kind of device is an instance (C's Tensor_instancecheck), which
+# the MRO cannot tell.
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+
+
+def _legacy_tensor_instance(value: VariableTracker, cls: Any) -> bool:
+    from bytegraph.variables.tensor import TensorVariable
+
+    if not isinstance(value, TensorVariable):
+        return False
+    device_type = "cuda" if cls.is_cuda else "cpu"
+    sparse = value.example.layout is torch.sparse_coo
+    return value.dtype == cls.dtype and value.device.type == device_type and sparse == cls.is_sparse
 
 
 def _call_hook(
@@ -91,6 +113,8 @@ def _is_instance(tx: Tx, value: VariableTracker, cls_vt: VariableTracker) -> boo
         return True
     if isinstance(cls, tuple):
         return any(_is_instance(tx, value, item) for item in _items(tx, cls_vt))
+    if type(cls) is _LEGACY_TENSOR_TYPE:
+        return _legacy_tensor_instance(value, cls)
     if user_hook(cls, "__instancecheck__") is None:
         return issubclass(kind, cls)
     return _call_hook(tx, cls_vt, "__instancecheck__", value)

@@ -300,6 +300,14 @@ def instancecheck_hook_says_no_to_a_subclass(x):
 
 
 @add(t3)
+def legacy_tensor_types(x):  # torch's C hook: the dtype and device decide (test_tensor_types)
+    checks = (torch.FloatTensor, torch.DoubleTensor, torch.LongTensor, torch.cuda.FloatTensor)
+    floats = [isinstance(x, cls) for cls in checks]
+    longs = [isinstance(x.long(), cls) for cls in checks]
+    return floats, longs, isinstance(x, (int, torch.FloatTensor)), isinstance(3, torch.FloatTensor)
+
+
+@add(t3)
 def abc_registered_class(x):
     registered = isinstance(3, Registered), issubclass(int, Registered)
     return registered, isinstance("a", Registered), x + 1
