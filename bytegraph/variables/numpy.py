@@ -181,7 +181,11 @@ class NumpyFunctionVariable(PythonValueVariable):
             args[0], NdarrayVariable
         ):
             return args[0].var_getattr(tx, self.name)  # np.shape(a): a.shape
-        if _all_constant(tx, args, kwargs):
+        # Run at trace time only what torch._numpy also has (pure array functions): numpy's
+        # others include np.seterr, np.save, np.load, whose effects belong to run time.
+        if (self.name is not None or self.value in _PURE_EXTRAS()) and _all_constant(
+            tx, args, kwargs
+        ):
             folded = _fold(tx, self.value, args, kwargs)
             if folded is not None:
                 return folded
@@ -195,6 +199,12 @@ class NumpyFunctionVariable(PythonValueVariable):
 
 
 _METADATA_FUNCTIONS = frozenset({"shape", "ndim", "size"})
+
+
+def _PURE_EXTRAS() -> tuple[Any, ...]:  # noqa: N802  (a constant that needs numpy)
+    """numpy functions without a torch._numpy counterpart that compute on dtypes only."""
+    np = sys.modules["numpy"]
+    return (np.promote_types, np.min_scalar_type, np.iscomplexobj, np.isrealobj)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -111,7 +111,8 @@ def finfo_iinfo_and_dtypes(x):
     eps = np.finfo(np.float32).eps
     top = np.iinfo(np.int32).max
     ok = isinstance(a, np.ndarray) and a.dtype == np.float32
-    return a * eps, torch.from_numpy(a) * float(top), ok, np.float64(1.5) * a
+    promoted = np.promote_types(np.float32, np.int64)
+    return a * eps, torch.from_numpy(a) * float(top), ok, np.float64(1.5) * a, promoted
 
 
 @program(lambda: (randn(3, 4),))
@@ -374,3 +375,21 @@ def test_numpy_imported_only_inside_functions():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n == "numpy" or n.startswith("numpy.") for n in names), path
+
+
+def test_numpy_state_functions_run_at_run_time():
+    """np.seterr has no torch._numpy counterpart: it runs in Python on every call (a
+    break), not once while tracing."""
+    def f(x):
+        np.seterr(divide="ignore")
+        return x.numpy() * 2
+
+    compiled = bytegraph.compile(f, backend="eager")
+    old = np.geterr()
+    try:
+        for _ in range(2):
+            np.seterr(divide="raise")
+            compiled(randn(3))
+            assert np.geterr()["divide"] == "ignore"
+    finally:
+        np.seterr(**old)
