@@ -392,6 +392,9 @@ def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) ->
     region = range(start, end + 1)
     tails = _tails(decoded, region)
     depth_at = {start: entry_depth}
+    # Whether every path to an instruction left the entry stack alone: a return from a
+    # with block inside the loop calls (and pops) the block's __exit__ from below it.
+    intact_at = {start: True}
     exits: dict[int, int] = {}
     work = [start]
     while work:
@@ -400,16 +403,48 @@ def exit_depths(decoded: DecodedCode, start: int, end: int, entry_depth: int) ->
         handler = _region_handler(decoded, i, region)
         if handler is not None:  # a try of the region: the handler's depth is absolute
             successors.append((handler.target, handler.depth + handler.lasti + 1 - depth_at[i]))
+        intact = intact_at[i] and depth_at[i] - _reach(decoded.instructions[i]) >= entry_depth
         for successor, effect in successors:
             depth = depth_at[i] + effect
-            # (a tail is left only where the region pushed nothing: what the caller knows
-            # of the stack, NULLs included, is the stack it entered with)
-            if successor not in region or (successor in tails and depth <= entry_depth):
+            # (a tail is left only where the region pushed nothing and kept what it was
+            # given: what the caller knows of the stack, NULLs included, is the stack it
+            # entered with)
+            if successor not in region or (
+                successor in tails and depth <= entry_depth and intact
+            ):
                 exits[successor] = depth
             elif successor not in depth_at:
                 depth_at[successor] = depth
+                intact_at[successor] = intact
+                work.append(successor)
+            elif intact_at[successor] and not intact:
+                intact_at[successor] = False
                 work.append(successor)
     return dict(_past_pops(decoded, region, target, depth) for target, depth in exits.items())
+
+
+# Instructions that read or write none of the stack below their own pushes.
+_NO_REACH = frozenset({
+    "NOP", "RESUME", "PUSH_NULL", "LOAD_CONST", "LOAD_FAST", "LOAD_NAME", "LOAD_CLOSURE",
+    "MAKE_CELL", "COPY_FREE_VARS", "JUMP_FORWARD", "JUMP_BACKWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT", "EXTENDED_ARG", "KW_NAMES", "DELETE_FAST", "DELETE_NAME",
+    "DELETE_DEREF", "LOAD_CLASSDEREF",
+})
+
+
+def _reach(inst: Instruction) -> float:
+    """How many stack slots, from the top, ``inst`` may read or replace (inf: unknown)."""
+    name, arg = inst.opname, inst.arg or 0
+    if name in _NO_REACH:
+        return 0
+    if name in ("SWAP", "COPY"):
+        return arg
+    if name == "PRECALL":  # 3.11: the call's callable and arguments
+        return arg + 2
+    if name in _CONDITIONAL_JUMPS or name in ("FOR_ITER", "GET_LEN", "SEND"):
+        return 2
+    effect = STACK_EFFECTS.get(name)
+    return effect(arg)[0] if effect is not None else float("inf")
 
 
 def _successors(decoded: DecodedCode, i: int) -> list[tuple[int, int]]:

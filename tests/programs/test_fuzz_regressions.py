@@ -9,6 +9,7 @@ message, compiled.
 from __future__ import annotations
 
 import contextlib
+import enum
 import operator
 from typing import Any
 
@@ -705,3 +706,54 @@ def test_generated_program_agrees_with_eager(seed, index) -> None:
 
     outcome_ = run_program(generate(seed, index))
     assert outcome_.category is None, outcome_.detail
+
+
+# -- a return from a with block inside a loop that runs as Python ------------------------------
+
+
+class Logged:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+        return False
+
+
+class Mode(enum.Enum):  # Mode(1): a call the trace refuses, so the loop runs as Python
+    ON = 1
+    OFF = 2
+
+
+def return_from_user_with_in_loop(x, y):  # seed 19, index 179
+    log = []
+    out = x + y
+    with Logged(log):
+        for _ in range(2):
+            if Mode(1) is Mode.ON:
+                return out, log
+    return x, log
+
+
+def return_from_grad_mode_with_in_loop(x, y):  # seed 11, index 183
+    out = x * y
+    with torch.set_grad_enabled(False):
+        for i in range(2):
+            if Mode(i + 1) is Mode.ON:
+                return out, i
+    return x, -1
+
+
+@pytest.mark.parametrize("fn", [return_from_user_with_in_loop, return_from_grad_mode_with_in_loop])
+def test_a_return_from_a_with_block_in_a_python_loop(fn, differential, counting_backend) -> None:
+    """The loop runs as Python; its return path pops the with block's __exit__, which
+    lies below the loop's stack, so it cannot leave into a resume function that is given
+    the loop's entry stack (it returned the bound __exit__ instead of the tuple)."""
+    compiled = differential.compile(fn)
+    for _ in range(2):
+        differential.check(fn, compiled, (torch.randn(3), torch.randn(3)))
+    assert counting_backend.calls == 1
