@@ -428,8 +428,14 @@ _NO_REACH = frozenset({
     "NOP", "RESUME", "PUSH_NULL", "LOAD_CONST", "LOAD_FAST", "LOAD_NAME", "LOAD_CLOSURE",
     "MAKE_CELL", "COPY_FREE_VARS", "JUMP_FORWARD", "JUMP_BACKWARD",
     "JUMP_BACKWARD_NO_INTERRUPT", "EXTENDED_ARG", "KW_NAMES", "DELETE_FAST", "DELETE_NAME",
-    "DELETE_DEREF", "LOAD_CLASSDEREF",
+    "DELETE_DEREF", "LOAD_CLASSDEREF", "JUMP", "JUMP_NO_INTERRUPT",
 })
+# Those that read or replace a fixed number of slots, or ``arg`` and more slots down.
+_FIXED_REACH = {"FOR_ITER": 1, "GET_LEN": 1, "IMPORT_FROM": 1, "SEND": 2, "CHECK_EXC_MATCH": 2,
+                "LOAD_FROM_DICT_OR_GLOBALS": 1, "LOAD_FROM_DICT_OR_DEREF": 1,
+                "STORE_FAST_MAYBE_NULL": 1}
+_ARG_REACH = {"SWAP": 0, "COPY": 0, "PRECALL": 2, "LIST_APPEND": 1, "SET_ADD": 1, "MAP_ADD": 2,
+              "LIST_EXTEND": 1, "SET_UPDATE": 1, "DICT_MERGE": 1, "DICT_UPDATE": 1}
 
 
 def _reach(inst: Instruction) -> float:
@@ -437,12 +443,12 @@ def _reach(inst: Instruction) -> float:
     name, arg = inst.opname, inst.arg or 0
     if name in _NO_REACH:
         return 0
-    if name in ("SWAP", "COPY"):
-        return arg
-    if name == "PRECALL":  # 3.11: the call's callable and arguments
-        return arg + 2
-    if name in _CONDITIONAL_JUMPS or name in ("FOR_ITER", "GET_LEN", "SEND"):
-        return 2
+    if name in _CONDITIONAL_JUMPS:
+        return 1
+    if name in _FIXED_REACH:
+        return _FIXED_REACH[name]
+    if name in _ARG_REACH:  # PRECALL (3.11): the call's callable and arguments
+        return arg + _ARG_REACH[name]
     effect = STACK_EFFECTS.get(name)
     return effect(arg)[0] if effect is not None else float("inf")
 
