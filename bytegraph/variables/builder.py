@@ -322,11 +322,23 @@ def _wrap_by_code(
     return UserFunctionVariable(fn, by_identity=False, source=source)
 
 
+def _hashes_in_user_code(value: Any) -> bool:
+    """Whether ``hash(value)`` runs a ``__hash__`` written outside torch and enum."""
+    user_hash = type(value).__hash__
+    if not isinstance(user_hash, types.FunctionType) or user_hash is enum.Enum.__hash__:
+        return False
+    return not (getattr(user_hash, "__module__", None) or "").startswith("torch")
+
+
 def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source) -> VariableTracker:
     """Modules, functions and classes: the trace relies on the very object."""
     if isinstance(value, types.FunctionType) and _made_per_call(value, source):
         return _wrap_by_code(tx, value, source)
     tx.output.add_guard(GuardKind.ID_MATCH, source, value)
+    if _hashes_in_user_code(value):
+        # Every registry below is a hashed lookup: none holds such an object, and
+        # asking would run (and count) its __hash__ at trace time.
+        return ObjectVariable(value, source=source, mutation_type=EXISTING_OBJECT)
     marked = marking(value)
     if marked == "allowed":
         return TorchFunctionVariable(value, source=source)

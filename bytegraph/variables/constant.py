@@ -31,7 +31,34 @@ def is_constant_value(value: object) -> bool:
         return all(is_constant_value(v) for v in (value.start, value.stop, value.step))
     if type(value) in (tuple, frozenset):
         return all(is_constant_value(v) for v in value)
-    return isinstance(value, CONSTANT_TYPES)
+    if type(value) in _EXACT_CONSTANT_TYPES:
+        return True
+    return isinstance(value, CONSTANT_TYPES) and _plain_subclass_instance(value)
+
+
+_EXACT_CONSTANT_TYPES = frozenset(CONSTANT_TYPES)
+
+
+def _plain_subclass_instance(value: object) -> bool:
+    """An instance of a subclass of a constant type (an IntEnum member, numpy's float64)
+    is a constant too, unless it holds state of its own or its class hashes or compares
+    in Python: then its identity and its methods' effects matter (a ``__hash__`` that
+    counts its calls would count the trace's dict lookups)."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return True
+    if getattr(value, "__dict__", None):
+        return False
+    for klass in type(value).__mro__:
+        if klass in _EXACT_CONSTANT_TYPES:
+            return True
+        if any(isinstance(vars(klass).get(name), types.FunctionType) for name in _IDENTITY):
+            return False
+    return True
+
+
+_IDENTITY = ("__hash__", "__eq__")
 
 
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)

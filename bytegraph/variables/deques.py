@@ -82,6 +82,8 @@ class DequeVariable(BaseSequenceVariable):
             return self.with_items(self.items_now(tx))
         if name == "__iter__" and not args:
             return DequeIteratorVariable.over(tx, self)
+        if name in ("extend", "extendleft") and len(args) == 1:
+            return self._extend(tx, args[0], left=name == "extendleft")
         mutate = _MUTATIONS.get(name)
         if mutate is None:
             if name in ("index", "count", "__len__", "__contains__", "__getitem__"):
@@ -94,6 +96,19 @@ class DequeVariable(BaseSequenceVariable):
             raise Unsupported("call_raises_type_error", f"deque.{name}: {e}") from None
         store_contents(tx, self, tuple(items))
         return ConstantVariable(None) if result is None else result
+
+    def _extend(self, tx: Tx, iterable: VariableTracker, left: bool) -> VariableTracker:
+        """Each item added as it is read, as CPython does: a generator over the deque
+        (``d.extendleft(d[0] + z for z in ...)``) sees the items added before it."""
+        from bytegraph.variables.iterators import iterate
+
+        if iterable is self:  # CPython reads a copy of the deque itself
+            iterable = ListVariable(self.items_now(tx))
+        iterator = iterate(tx, iterable)
+        while (item := iterator.next_item(tx)) is not None:
+            items = self.items_now(tx)
+            store_contents(tx, self, (item, *items) if left else (*items, item))
+        return ConstantVariable(None)
 
     def _build(self, codegen: PyCodegen, items: tuple[VariableTracker, ...]) -> None:
         codegen.call_const(collections.deque, [ListVariable(items)])
@@ -141,10 +156,6 @@ _MUTATIONS: dict[str, Any] = {
     "appendleft": lambda tx, items, v: items.insert(0, v),
     "pop": lambda tx, items: _pop(tx, items, left=False),
     "popleft": lambda tx, items: _pop(tx, items, left=True),
-    "extend": lambda tx, items, v: items.extend(v.unpack_sequence(tx)),
-    "extendleft": lambda tx, items, v: items.__setitem__(
-        slice(0, 0), list(reversed(v.unpack_sequence(tx)))
-    ),
     "clear": lambda tx, items: items.clear(),
     "remove": _remove,
     "reverse": lambda tx, items: items.reverse(),

@@ -353,8 +353,30 @@ def _combine_method(name: str):
     return combine
 
 
+# Predicates that read an iterable (no set, no dict) only up to the first item that
+# decides them, as CPython does: True for the item that decides.
+_STOPS_EARLY = {
+    "isdisjoint": lambda item, elements: item in elements,
+    "issuperset": lambda item, elements: item not in elements,
+}
+
+
+def _reads_lazily(tx, other: VariableTracker) -> bool:
+    from bytegraph.variables.dicts import DictVariable
+
+    return not isinstance(other, (SetVariable, DictVariable, ConstantVariable))
+
+
 def _predicate_method(name: str):
     def predicate(tx, s: SetVariable, other: VariableTracker) -> VariableTracker:
+        if name in _STOPS_EARLY and _reads_lazily(tx, other):
+            from bytegraph.variables.iterators import iterate
+
+            decides, elements, iterator = _STOPS_EARLY[name], s.elements(tx), iterate(tx, other)
+            while (item := iterator.next_item(tx)) is not None:
+                if decides(element(tx, item), elements):
+                    return ConstantVariable(False)
+            return ConstantVariable(True)
         value = iterable_argument(tx, other)
         if isinstance(value, SetRecipe):
             value = value.build()

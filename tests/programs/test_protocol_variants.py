@@ -202,6 +202,51 @@ def deque_extendleft_with_a_generator(x):
     return x + 1, list(d)
 
 
+def logging_generator(log):
+    for item in (1, 2, 3):
+        log.append(item)
+        yield item
+
+
+@add(t3)
+def set_predicates_stop_at_the_deciding_item(x):  # Dynamo's test_isdisjoint_with_generator
+    log = []
+    s = {2, 4, 5}
+    disjoint = s.isdisjoint(logging_generator(log))  # stops at 2
+    superset = s.issuperset(logging_generator(log))  # stops at 1
+    subset = s.issubset(logging_generator(log))  # reads all
+    return (x.sin() if len(log) == 6 else x.cos()), disjoint, superset, subset, log
+
+
+@add(t3)
+def deque_extension_reads_the_deque_as_it_grows(x):  # Dynamo's test_deque_extendleft
+    d = collections.deque([1])
+    d.extendleft(d[0] + z for z in range(3))
+    d.extend(d[-1] * 2 for _ in range(2))
+    d.extend(d)
+    return x + 1, list(d)
+
+
+class CountingInt(int):
+    def __init__(self, *args):
+        self.hash_count = 0
+
+    def __hash__(self):
+        self.hash_count += 1
+        return int.__hash__(self)
+
+
+@add(t3, graphs=0, fullgraph=False)  # Dynamo's test_do_not_rehash_dict_keys
+def int_subclass_keys_hashed_as_often_as_in_eager(x):
+    d = dict.fromkeys(map(CountingInt, range(4)))
+    counts = [sum(k.hash_count for k in d)]
+    s = set(d)
+    counts.append(sum(k.hash_count for k in d))
+    dict.fromkeys(frozenset(s))
+    counts.append(sum(k.hash_count for k in d))
+    return counts, len(s)
+
+
 # -- another module's globals, changed between calls -------------------------------------------
 
 
