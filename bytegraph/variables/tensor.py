@@ -304,6 +304,10 @@ def _under_try_block(tx: InstructionTranslatorBase) -> bool:
     return False
 
 
+def _numpy_number(value: Any) -> bool:
+    return getattr(getattr(value, "dtype", None), "kind", None) in ("i", "u", "f")
+
+
 # Legacy constructors read a torch.Size as a shape and any other sequence as data
 # (``x.new(x.shape)`` vs ``x.new((2, 3))``); fx turns a Size argument into a plain tuple.
 _LEGACY_CONSTRUCTORS = frozenset({
@@ -360,12 +364,13 @@ def _lower(
             container = list if value.python_type() is list else tuple
             return container(graph), container(meta)
         constant = value.as_python_constant()
+        if type(constant).__module__ == "numpy" and _numpy_number(constant):
+            # torch reads numpy's integer and float scalars as the Python number (the
+            # same result dtype for every tensor dtype; not so for bool and complex);
+            # fx would print ``np.float64(1.5)`` in the graph's code, where no np is.
+            constant = constant.item()
         if not is_constant_value(constant):
             raise Unsupported("op_argument", f"{value} as an argument of a tensor op")
-        if type(constant).__module__ == "numpy":
-            # np.float64 subclasses float and torch reads it as one; fx would print it
-            # as ``np.float64(1.5)`` in the graph's code, where no ``np`` is defined.
-            constant = constant.item()
         return constant, constant
     if isinstance(value, _SizeArgument):
         graph, meta = _lower(tx, tuple(value.size.items), devices)

@@ -48,6 +48,12 @@ def conversions(x):
     return torch.as_tensor(a + b), torch.tensor(c * 3), torch.from_numpy(a.T)
 
 
+@program(lambda: (randn(10), 4096, np.int64(8), np.float64(1.5)))
+def numpy_number_scalars_in_tensor_ops(x, a, b, c):  # Dynamo's test_numpy_int_constant
+    half = x.to(torch.float16)
+    return x + (a % b), half * c, torch.add(x.to(torch.int32), b), c - x
+
+
 @program(lambda: (randn(2, 3),))
 def ndarray_returned(x):
     a = np.tanh(x.numpy())
