@@ -92,7 +92,19 @@ class SideEffects:
         self.rebuilding: dict[int, str] = {}
         self.draws = DrawPlan()  # random-module draws the code makes before the graph
 
+    def release(self) -> None:
+        """The trace is over: let go of the frame's objects it tracked. A VT holds its
+        trace's OutputGraph, which holds these: a cycle, through which the caller's
+        objects (a generator among them) would live until the cyclic collector runs,
+        where eager frees them, and closes such a generator, when the call returns."""
+        for table in (self._contents, self._attrs, self._globals, self._existing,
+                      self._existing_by_type):
+            table.clear()
+        self._order.clear()
+        self.keepalive.clear()
+
     # -- objects that existed before the trace ------------------------------
+
     def existing(self, value: Any) -> VariableTracker | None:
         """The VT already standing for the real object ``value``, if any."""
         return self._existing.get(id(value))

@@ -61,6 +61,14 @@ class OutputGraph:
         # trace (and through its frame values the caller's objects) alive for good.
         self.generator_frames: list[Any] = []
 
+    def release(self) -> None:
+        """The trace is over (its graphs compiled, its guards built): drop what it read
+        from the frame, so those objects are freed when the caller lets go of them."""
+        self.source_to_var.clear()
+        self.tensor_by_id.clear()
+        self._cells.clear()
+        self.side_effects.release()
+
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""
         from bytegraph.variables.base import AttributeMutationExisting

@@ -81,7 +81,17 @@ def convert_frame(
             return _entry(fn, tx.output, _python_run(ctx), breaks=(reason,))
         return _translate_with_break(ctx, frame_values, backend, reason, dynamic)
     finally:
-        release_generator_frames(tx.output)
+        _release_trace(tx)
+
+
+def _release_trace(tx: InstructionTranslator) -> None:
+    """The trace is over: its translator, generator frames and OutputGraph let go of
+    the frame's objects (see ``SideEffects.release``)."""
+    release_generator_frames(tx.output)
+    tx.output.release()
+    tx.frame_values = {}
+    tx.symbolic_locals.clear()
+    tx.stack.clear()
 
 
 def _translate_with_break(
@@ -119,7 +129,7 @@ def _translate_with_break(
         _log_break(fn, reason, refused)
         return _entry(fn, tx.output, _python_run(ctx), breaks=(reason, refused))
     finally:
-        release_generator_frames(tx.output)
+        _release_trace(tx)
     _log_break(fn, reason, None)
     return entry
 

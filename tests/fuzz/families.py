@@ -183,7 +183,8 @@ BOOL_MAIN: list[Production] = [
 ]
 
 # numpy on tensors (traced through torch._numpy): operations whose results numpy and torch
-# round alike (no transcendental functions, no float reductions, whose last bits differ).
+# round alike (no transcendental functions, no float reductions, whose last bits differ;
+# no sqrt either: torch's vectorised float32 sqrt is 1 ulp off now and then, seed 2612).
 NUMPY_TENSOR: list[Production] = [
     (1, "torch.from_numpy(np.maximum({0}.detach().numpy(), 0.5))", "T"),
     (1, "torch.from_numpy(np.clip({0}.detach().numpy() * 2, -1, 1))", "T"),
@@ -191,7 +192,7 @@ NUMPY_TENSOR: list[Production] = [
     (1, "torch.as_tensor(np.abs({0}.detach().numpy()) + {1})", "TF"),
     (1, "torch.tensor(np.negative({0}.detach().numpy()).T).T", "T"),
     (1, "torch.from_numpy({0}.detach().numpy().astype(np.float64) / 4).float()", "T"),
-    (1, "torch.from_numpy(np.sqrt(np.abs({0}.detach().numpy())))", "T"),
+    (1, "torch.from_numpy(np.minimum(np.abs({0}.detach().numpy()), 1.5))", "T"),
     (1, "torch.from_numpy(np.square({0}.detach().numpy()) - {1}.detach().numpy())", "TT"),
     (1, "torch.from_numpy(np.float32({1}) * {0}.detach().numpy())", "TF"),
     (1, "torch.from_numpy(np.floor({0}.detach().numpy() * 4) / 4)", "T"),

@@ -12,6 +12,8 @@ to its end afterwards, and the state the generators change must match.
 
 from __future__ import annotations
 
+import gc
+import itertools
 from typing import Any
 
 import pytest
@@ -98,3 +100,43 @@ def test_started_generator_escapes(fn, graphs, counting_backend):
     for _ in range(2):  # the trace, then the cache hit
         _assert_same(_outcome(compiled), expected)
     assert counting_backend.calls == graphs
+
+
+LOG: list = []
+
+
+def accumulating(t, k):
+    total = 0
+    try:
+        while True:
+            got = yield t * total
+            total += 1 if got is None else got
+            if total > k + 3:
+                return total
+    finally:
+        LOG.append(("finally", total))
+
+
+def sends_in_a_loop(x, y, n):  # fuzz seed 2612, index 1324
+    out = x + y
+    gen = accumulating(x, 1)
+    out = out + next(gen)
+    for _ in range(len(list(itertools.dropwhile(lambda v: v < n % 4, range(6)))) % 5):
+        out = out + gen.send(1)
+
+
+def test_a_generator_dropped_at_return_closes_at_return(counting_backend):
+    """The compiled frame breaks at the generator's first resume; the trace of the code
+    after it read the real generator, and its VTs, in a cycle with their OutputGraph,
+    kept it alive until the cyclic collector ran: its finally ran late."""
+    x, y = torch.randn(3, 3).t(), torch.randn(3, 3)
+    compiled = bytegraph.compile(sends_in_a_loop, backend=counting_backend)
+    for fn in (sends_in_a_loop, compiled, compiled):
+        LOG.clear()
+        gc.disable()
+        try:
+            fn(x, y, 3)
+            assert LOG == [("finally", 3)], fn
+        finally:
+            gc.enable()
+    assert counting_backend.calls >= 1
