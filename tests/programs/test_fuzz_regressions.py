@@ -757,3 +757,27 @@ def test_a_return_from_a_with_block_in_a_python_loop(fn, differential, counting_
     for _ in range(2):
         differential.check(fn, compiled, (torch.randn(3), torch.randn(3)))
     assert counting_backend.calls == 1
+
+
+def delete_unbound_cell(x):  # seed 2612, index 5603
+    out = x + 1
+    for _ in range(3):
+        del cell_var  # noqa: F821  (unbound: eager raises here)
+    else:
+        print("after the loop")
+        cell_var = x
+
+    def reads_cell():
+        return cell_var
+
+    return out, reads_cell
+
+
+def test_deleting_an_unbound_cell_raises_as_in_eager(capsys) -> None:
+    """``del`` of a cell variable before it is bound raises in eager; the trace went on
+    (and printed from the loop's else clause)."""
+    expected = outcome(delete_unbound_cell, torch.ones(2))
+    printed = capsys.readouterr().out
+    compiled = bytegraph.compile(delete_unbound_cell, backend="eager")
+    assert outcome(compiled, torch.ones(2)) == expected
+    assert capsys.readouterr().out == printed == ""

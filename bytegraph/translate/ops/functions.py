@@ -93,8 +93,10 @@ def STORE_DEREF(tx: Tx, inst: Instruction) -> None:
 
 @handler("DELETE_DEREF")
 def DELETE_DEREF(tx: Tx, inst: Instruction) -> None:
-    """( -- )"""
-    tx.output.side_effects.store_attr(tx.cells[inst.argval], "cell_contents", DELETED)
+    """( -- ): an empty cell raises NameError in eager; ``load`` breaks the graph there."""
+    cell = tx.cells[inst.argval]
+    cell.load(tx)
+    tx.output.side_effects.store_attr(cell, "cell_contents", DELETED)
 
 
 @handler("RETURN_GENERATOR")
