@@ -10,7 +10,7 @@ recorded in SideEffects, never applied to the VT.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
@@ -145,6 +145,9 @@ class PythonValueVariable(VariableTracker):
     """A VT that stands for one known Python object (a class, a function, a module)."""
 
     value: Any
+    # Without a source, the generated code may load the object as a constant of its
+    # own (a class, a module's function, an enum member): the same object every call.
+    rebuilt_as_constant: ClassVar[bool] = False
 
     def python_type(self) -> type:
         return type(self.value)
@@ -154,6 +157,12 @@ class PythonValueVariable(VariableTracker):
 
     def is_python_constant(self) -> bool:
         return True
+
+    def reconstruct(self, codegen: PyCodegen) -> None:
+        if self.source is None and self.rebuilt_as_constant:
+            codegen.load_const(self.value)
+            return
+        super().reconstruct(codegen)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

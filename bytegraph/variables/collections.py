@@ -29,7 +29,6 @@ from bytegraph.variables.dicts import dict_key
 from bytegraph.variables.iterators import iterate
 
 if TYPE_CHECKING:
-    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
     from bytegraph.variables.user_dicts import UserDictObjectVariable
 
@@ -74,6 +73,8 @@ def collections_function(value: Any, source: Any) -> VariableTracker | None:
 class CountElementsVariable(PythonValueVariable):
     """``_collections._count_elements``: Counter's tally of an iterable."""
 
+    rebuilt_as_constant = True
+
     def call_function(
         self, tx: Tx, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
     ) -> VariableTracker:
@@ -90,12 +91,6 @@ class CountElementsVariable(PythonValueVariable):
             count = call(tx, operator.add, count, ConstantVariable(1))
             mapping.call_method(tx, "__setitem__", [element, count], {})
         return ConstantVariable(None)
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-        else:
-            codegen.load_const(self.value)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -28,7 +28,6 @@ from bytegraph.variables.constant import is_constant_value
 from bytegraph.variables.objects import ClassVariable
 
 if TYPE_CHECKING:
-    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 
@@ -65,16 +64,12 @@ class EnumClassVariable(ClassVariable):
 class EnumMemberVariable(PythonValueVariable):
     """A member of an enum (guarded by identity): a constant of the trace."""
 
+    rebuilt_as_constant = True
+
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if name in ("name", "value", "_name_", "_value_"):
             return _read(tx, self.value, self.source, name)
         raise Unsupported("unknown_attribute", f"attribute {name!r} of enum member {self.value}")
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-        else:
-            codegen.load_const(self.value)
 
     def __repr__(self) -> str:
         return f"EnumMemberVariable({self.value!r})"

@@ -559,6 +559,8 @@ def is_itertools_function(value: Any) -> bool:
 class ItertoolsFunctionVariable(PythonValueVariable):
     """A type or function of ``itertools``; calling it makes the iterator VT."""
 
+    rebuilt_as_constant = True
+
     def call_function(
         self, tx: Tx, args: list[VariableTracker], kwargs: dict[str, VariableTracker]
     ) -> VariableTracker:
@@ -575,12 +577,6 @@ class ItertoolsFunctionVariable(PythonValueVariable):
         from bytegraph.variables.objects import ClassVariable
 
         return ClassVariable(self.value).var_getattr(tx, name)
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-        else:
-            codegen.load_const(self.value)
 
     def __repr__(self) -> str:
         return f"ItertoolsFunctionVariable({self.value.__qualname__})"

@@ -12,7 +12,6 @@ from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 
 if TYPE_CHECKING:
-    from bytegraph.codegen import PyCodegen
     from bytegraph.translate.translator import InstructionTranslatorBase
 
 
@@ -68,6 +67,8 @@ _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 class ClassVariable(PythonValueVariable):
     """A class object, compared by identity (``type(x) is torch.Tensor``)."""
 
+    rebuilt_as_constant = True
+
     def call_function(
         self,
         tx: InstructionTranslatorBase,
@@ -89,12 +90,6 @@ class ClassVariable(PythonValueVariable):
         if name in _NAMES and isinstance(cls, type) and not cls.__flags__ & _HEAP_TYPE:
             return ConstantVariable(getattr(cls, name))
         return super().var_getattr(tx, name)
-
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        if self.source is not None:
-            self.source.reconstruct(codegen)
-        else:  # a class is a fine constant of the generated code
-            codegen.load_const(self.value)
 
     def __repr__(self) -> str:
         return f"ClassVariable({self.value.__qualname__})"
