@@ -186,3 +186,14 @@ class MarksDirty(torch.autograd.Function):
 def test_forms_left_to_python(fn: type, reason: str) -> None:
     error = refused(lambda x: fn.apply(x * 1), torch.randn(3, requires_grad=True))
     assert reason in error.detail
+
+
+def same_tensor_twice(x):
+    return ScaledSin.apply(x, x, 2.0)
+
+
+def test_one_tensor_passed_as_two_arguments() -> None:
+    """Two placeholders of the forward body stand for one outer node: the generated
+    function had two parameters of that node's name (a SyntaxError; seen in YOSO, whose
+    attention passes one mask as both query and key mask)."""
+    check(same_tensor_twice, (torch.randn(4, requires_grad=True),), "eager")

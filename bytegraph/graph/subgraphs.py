@@ -67,6 +67,9 @@ class SubgraphTracer:
             point = graph.inserting_before(next(iter(graph.nodes), None))
         with point:
             node = graph.placeholder(name)
+        # fx names the function's parameter after the target, which it does not make
+        # unique the way it makes node names unique.
+        node.target = node.name
         self._last_placeholder = node
         return node
 
