@@ -8,6 +8,7 @@ insertion order) live in SideEffects. ``d.keys()``, ``d.values()`` and
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import OrderedDict, defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -196,10 +197,8 @@ def _dict_pop(tx, items: dict, key: VariableTracker, default: VariableTracker | 
 
 def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs) -> None:
     if other is not None:
-        if isinstance(other, DictVariable):
-            items.update(other.items_now(tx))
-        elif _dict_subclass_contents(other) is not None:
-            items.update(_dict_subclass_contents(other).items_now(tx))
+        if _has_keys(other):
+            items.update(mapping_items(tx, other))
         else:
             for pair in other.unpack_sequence(tx):
                 kv = pair.unpack_sequence(tx)
@@ -209,14 +208,39 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
     items.update(kwargs)
 
 
-def _dict_subclass_contents(value: VariableTracker) -> DictVariable | None:
-    """The contents of a dict-subclass object (a Counter) that ``dict.update`` reads
-    directly: CPython's fast path, taken where the class keeps dict's ``__iter__``."""
+def _has_keys(value: VariableTracker) -> bool:
+    """Whether ``dict.update`` takes ``value`` as a mapping (it has ``keys``), not as pairs."""
+    if isinstance(value, DictVariable):
+        return True
+    try:
+        return hasattr(value.python_type(), "keys")
+    except NotImplementedError:
+        return False
+
+
+def mapping_items(
+    tx: InstructionTranslatorBase, mapping: VariableTracker
+) -> dict[Any, VariableTracker]:
+    """What CPython's dict merge (``dict.update(m)``, ``{**m}``, ``f(**m)``) reads of a
+    mapping: a dict's own storage, also that of a dict subclass that keeps dict's
+    ``__iter__`` (a Counter); for any other mapping (an OrderedDict subclass such as
+    transformers' ``ModelOutput``, a user mapping) ``m.keys()`` and then ``m[key]`` per
+    key, through the class's own methods."""
+    from bytegraph.variables.builtin import call
     from bytegraph.variables.user_dicts import UserDictObjectVariable
 
-    if isinstance(value, UserDictObjectVariable) and value._inherits("__iter__"):
-        return value.mapping
-    return None
+    if isinstance(mapping, DictVariable):
+        return mapping.items_now(tx)
+    if isinstance(mapping, UserDictObjectVariable) and mapping.cls.__iter__ is dict.__iter__:
+        return mapping.mapping.items_now(tx)
+    if not _has_keys(mapping):
+        raise Unsupported(
+            "call_raises_type_error", f"{mapping} is not a mapping (TypeError in eager)"
+        )
+    keys = mapping.var_getattr(tx, "keys").call_function(tx, [], {})
+    return {
+        _key(key): call(tx, operator.getitem, mapping, key) for key in keys.unpack_sequence(tx)
+    }
 
 
 def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):

@@ -13,7 +13,7 @@ from bytegraph.variables.base import ValueMutationNew
 from bytegraph.variables.builtin import call
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import ListVariable, TupleVariable
-from bytegraph.variables.dicts import DictVariable
+from bytegraph.variables.dicts import DictVariable, mapping_items
 from bytegraph.variables.sets import SetRecipe, SetVariable, _add_each, element
 from bytegraph.variables.symbolic import SymIntVariable, SymSliceVariable
 
@@ -180,13 +180,12 @@ def DICT_MERGE(tx: Tx, inst: Instruction) -> None:
     """(dict ... mapping -- dict ...): ``f(**a, **b)``; a repeated key raises in eager."""
     mapping = tx.pop()
     target = tx.stack[-inst.arg]
-    if not isinstance(mapping, DictVariable):
-        raise Unsupported("unmodelled_value", f"** of a {mapping}")
-    if set(mapping.items_now(tx)) & set(target.items_now(tx)):
+    items = mapping_items(tx, mapping)
+    if set(items) & set(target.items_now(tx)):
         raise Unsupported(
             "call_raises_type_error", "repeated keyword argument (TypeError in eager)"
         )
-    target.call_method(tx, "update", [mapping], {})
+    target.call_method(tx, "update", [DictVariable(items)], {})
 
 
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}

@@ -12,7 +12,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.translate.ops.exceptions import vet_call
 from bytegraph.translate.registry import handler
 from bytegraph.variables.base import NullVariable, VariableTracker
-from bytegraph.variables.containers import DictVariable
+from bytegraph.variables.dicts import mapping_items
 from bytegraph.variables.exceptions import ObservedRaise
 
 if TYPE_CHECKING:
@@ -79,9 +79,7 @@ def CALL_FUNCTION_EX(tx: Tx, inst: Instruction) -> None:
         raise Unsupported("opcode_unsupported", "CALL_FUNCTION_EX without its NULL")
     kwargs: dict[str, VariableTracker] = {}
     if kwargs_vt is not None:
-        if not isinstance(kwargs_vt, DictVariable):
-            raise Unsupported("unmodelled_value", f"** of a {kwargs_vt}")
-        kwargs = dict(kwargs_vt.items_now(tx))
+        kwargs = dict(mapping_items(tx, kwargs_vt))
         if not all(isinstance(name, str) for name in kwargs):
             raise Unsupported(
                 "call_raises_type_error", "keywords must be strings (TypeError in eager)"
