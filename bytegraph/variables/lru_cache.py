@@ -10,7 +10,9 @@ call. bytegraph keeps eager's cache instead:
   ``logger.warning_once``) must be a Python constant or a real object from the
   frame, and nothing may be pending in SideEffects, nor any in-place write into
   a tensor from outside be in the graph so far (the function would read the real
-  objects, globals and tensors, which do not have the trace's changes yet);
+  objects, globals and tensors, which do not have the trace's changes yet),
+  unless the call is certainly a cache hit, which runs nothing (a call without
+  arguments whose cache holds its one entry);
 * the real wrapper is called once, at trace time: a miss runs the function
   then (its output, a first ``warning_once`` message, appears while the trace
   runs, once, as in eager), a hit changes nothing;
@@ -72,7 +74,8 @@ class LruCacheFunctionVariable(VariableTracker):
             raise Unsupported(
                 "side_effect_in_higher_order_body", f"{name}() inside a higher-order op"
             )
-        if tx.output.side_effects.has_replay or tx.output.writes_inputs:
+        pending = tx.output.side_effects.has_replay or tx.output.writes_inputs
+        if pending and not _certain_hit(self.wrapper, self.receiver, args, kwargs):
             raise _refuse(
                 f"{name}(): the trace has pending mutations (or in-place writes into tensors "
                 "from outside) the call would not see"
@@ -91,6 +94,15 @@ class LruCacheFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"LruCacheFunctionVariable({getattr(self.wrapper, '__qualname__', '?')})"
+
+
+def _certain_hit(wrapper: Any, receiver: VariableTracker | None, args: list, kwargs: dict) -> bool:
+    """Whether calling ``wrapper`` now returns its cached result without running the
+    function: a call without arguments has one cache key, cached if the cache holds
+    anything (Hugging Face's ``is_torch_distributed_available()``)."""
+    if receiver is not None or args or kwargs:
+        return False
+    return wrapper.cache_info().currsize > 0
 
 
 def _refuse(detail: str) -> Unsupported:

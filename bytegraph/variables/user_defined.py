@@ -31,6 +31,7 @@ without ``__dict__``) is unsupported, never guessed. ``super()``,
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import sys
 import types
 from collections.abc import Sequence
@@ -350,8 +351,9 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def attr_source(self, name: str) -> Source:
         """Where the instance's own attribute ``name`` is read from, bypassing any
-        custom ``__getattribute__`` (guards and generated code must not run it)."""
-        if self.custom_getattribute:
+        custom ``__getattribute__`` (guards and generated code must not run it); a name
+        that is no identifier (``getattr(obj, "1")``) is read that way too."""
+        if self.custom_getattribute or not name.isidentifier() or keyword.iskeyword(name):
             return GenericAttrSource(self.source, name)
         return AttrSource(self.source, name)
 
@@ -400,7 +402,7 @@ class UserDefinedObjectVariable(VariableTracker):
             from bytegraph.variables.instance_dict import InstanceDictVariable
 
             return InstanceDictVariable(self)
-        if not name.isidentifier() or name == "__dict__":
+        if name == "__dict__":
             raise Unsupported(
                 "unknown_attribute", f"attribute {name!r} of a {self.cls.__qualname__}"
             )

@@ -215,3 +215,42 @@ def test_call_inside_a_branch_of_cond_is_not_made_at_trace_time():
     with pytest.raises(bytegraph.Unsupported):
         bytegraph.compile(f, backend="eager", fullgraph=True)(torch.randn(3))
     assert runs == []  # tracing a branch eager may never run called nothing
+
+
+class State:
+    def __eq__(self, other):
+        return vars(self) == vars(other)
+
+
+def no_argument_call_after_a_mutation():
+    state = State()
+
+    @functools.lru_cache
+    def scale():
+        return getattr(state, "last", 0) + 1.0  # what the trace stored is not real yet
+
+    def f(x):
+        state.last = x.shape[0]  # pending while the trace runs
+        return x * scale()
+
+    return f, scale, state
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["cached before", "cache empty"])
+def test_no_argument_call_after_a_mutation(warm, counting_backend):
+    """A call without arguments whose cache holds its entry runs nothing: it is folded
+    even with mutations pending (Hugging Face's ``is_torch_distributed_available()``
+    after its output-capturing context records a collector). With an empty cache the
+    function would read the trace's state, which is not real yet: a break, and Python
+    makes the call after the append."""
+    eager_f, eager_scale, eager_state = no_argument_call_after_a_mutation()
+    f, scale, state = no_argument_call_after_a_mutation()
+    if warm:
+        assert eager_scale() == scale() == 1.0
+    compiled = bytegraph.compile(f, backend=counting_backend, fullgraph=warm)
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_same_value(compiled(x), eager_f(x))
+    assert state == eager_state and scale() == eager_scale() == (1.0 if warm else 4.0)
+    if warm:
+        assert counting_backend.calls == 1

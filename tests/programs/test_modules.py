@@ -314,6 +314,52 @@ def test_compiled_module_is_one_graph(make, shape, counting_backend) -> None:
     assert len(placeholders) == 1 + len(list(model.parameters()))
 
 
+class WeightNormConv(nn.Module):
+    """wav2vec2's positional convolution: a weight_norm parametrization, whose
+    ``ParametrizationList.forward`` asks ``hasattr(self, "1")`` (a name that is no
+    identifier) for a second parametrization."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        conv = nn.Conv1d(4, 4, 3, padding=1)
+        self.conv = nn.utils.parametrizations.weight_norm(conv, name="weight", dim=2)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def test_parametrized_module_is_one_graph(counting_backend) -> None:
+    model = WeightNormConv()
+    compiled = bytegraph.compile(copy.deepcopy(model), backend=counting_backend, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, 4, 6)
+        torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+    assert counting_backend.calls == 1
+
+
+def test_attribute_names_that_are_no_identifiers(counting_backend) -> None:
+    """``getattr(obj, "1")`` and ``hasattr(obj, "a-b")`` on a frame object and on a
+    module: read through ``object.__getattribute__`` in guards and generated code."""
+
+    class Holder:
+        pass
+
+    holder, module = Holder(), nn.Linear(2, 2)
+    setattr(holder, "1", 3.0)
+    setattr(module, "a-b", 2.0)
+
+    def f(x):
+        return (x * getattr(holder, "1") + getattr(module, "a-b"), hasattr(holder, "2"),
+                hasattr(module, "a-b"), getattr(module, "c d", None))
+
+    compiled = bytegraph.compile(f, backend=counting_backend, fullgraph=True)
+    x = torch.randn(2)
+    assert compiled(x)[1:] == f(x)[1:] and torch.equal(compiled(x)[0], f(x)[0])
+    setattr(holder, "1", 5.0)  # the guards see the change: a new entry, eager's value
+    torch.testing.assert_close(compiled(x)[0], f(x)[0], rtol=0, atol=0)
+    assert counting_backend.calls == 2
+
+
 def test_parameters_load_through_shared_reads(counting_backend) -> None:
     """The transformed code reads ``self._modules['layers']._modules`` once for the 8
     parameters under it, not once per parameter; swapping a layer's weight between
