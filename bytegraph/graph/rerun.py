@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.operator_schemas import normalize_function
 
 from bytegraph.graph.metadata import op_name
 
@@ -69,9 +70,23 @@ def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:
             return False
         if node.op in ("call_function", "call_method"):
             name = op_name(node.op, node.target).lower()
-            if any(word in name for word in _RANDOM_NAMES):
+            if any(word in name for word in _RANDOM_NAMES) and not _not_training(node):
                 return False
     return True
+
+
+def _not_training(node: torch.fx.Node) -> bool:
+    """A dropout (or rrelu) called with ``training=False``: the identity, it draws nothing
+    (every dropout of a model in eval mode)."""
+    if node.op != "call_function":
+        return False
+    normalized = normalize_function(
+        node.target, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True
+    )
+    if normalized is None:
+        return False
+    keywords = normalized.kwargs
+    return keywords.get("training", keywords.get("train")) is False
 
 
 def rerun(

@@ -1,4 +1,5 @@
-"""``Module.modules()``, ``named_modules()``, ``children()``, ``named_children()``.
+"""``Module.modules()``, ``named_modules()``, ``children()``, ``named_children()``,
+``parameters()``, ``named_parameters()``, ``buffers()`` and ``named_buffers()``.
 
 ``nn.Module`` walks its tree with a ``set`` of the modules already seen, a set
 of objects hashed by identity, which the set model (constants only) does not
@@ -15,6 +16,13 @@ methods are modelled here, from the module tree the trace already guards:
    one deeper in the tree, a ``memo`` passed in, or an argument that is not
    a constant is a graph break;
 4. the result is an iterator over the walked items, as the generator yields.
+
+Parameters and buffers are read the same way, through each walked module's
+``_parameters``/``_buffers`` (their keys guarded, each tensor one graph input):
+one tensor reached twice (tied weights) is one VT, dropped as eager's memo set
+drops it, and the distinct ones are guarded distinct, so tying them later is a
+new trace (Hugging Face's ``self.dtype`` is ``next(p.dtype for p in
+self.parameters() ...)``).
 """
 
 from __future__ import annotations
@@ -34,7 +42,13 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
     from bytegraph.variables.nn_module import NNModuleVariable
 
-TREE_METHODS = frozenset({"modules", "named_modules", "children", "named_children"})
+_MEMBER_METHODS = {
+    "parameters": "_parameters", "named_parameters": "_parameters",
+    "buffers": "_buffers", "named_buffers": "_buffers",
+}
+TREE_METHODS = frozenset(
+    {"modules", "named_modules", "children", "named_children", *_MEMBER_METHODS}
+)
 _SIGNATURES = {name: inspect.signature(getattr(nn.Module, name)) for name in TREE_METHODS}
 
 
@@ -45,8 +59,8 @@ def is_tree_method(owner: type | None, raw: Any, name: str) -> bool:
 
 def _uses_own(tx: Tx, module: NNModuleVariable, name: str) -> None:
     found = module.lookup(tx, name)
-    if found is None or found.pending is not None or not is_tree_method(
-        found.owner, found.raw, name
+    if found is None or found.pending is not None or found.owner is not nn.Module or (
+        found.raw is not nn.Module.__dict__[name]
     ):
         raise Unsupported("module_hooks", f"{module.cls.__qualname__} overrides {name}")
 
@@ -90,6 +104,43 @@ def _named_children(tx: Tx, module: NNModuleVariable) -> list[tuple[str, NNModul
     return pairs
 
 
+def _named_members(
+    tx: Tx, module: NNModuleVariable, dict_name: str, options: dict[str, Any]
+) -> list[tuple[str, VariableTracker]]:
+    """``Module._named_members``: the tensors of ``dict_name`` of each module walked."""
+    from bytegraph.guards.guard import GuardKind
+    from bytegraph.guards.sources import AttrSource
+
+    _uses_own(tx, module, "_named_members")
+    prefix, remove_duplicate = options.get("prefix", ""), bool(options["remove_duplicate"])
+    if not isinstance(prefix, str):
+        raise Unsupported("unsupported_method", f"named members with prefix {prefix!r}")
+    if options["recurse"]:
+        walked = _named_modules(tx, module, set(), prefix, remove_duplicate)
+    else:
+        walked = [(prefix, module)]
+    memo: dict[int, VariableTracker] = {}
+    pairs = []
+    for module_prefix, owner in walked:
+        owner._check_members_unchanged(tx, dict_name)
+        members = owner.value.__dict__[dict_name]
+        source = AttrSource(owner.source, dict_name)
+        tx.output.add_guard(GuardKind.DICT_KEYS, source, (type(members), tuple(members)))
+        for key in members:
+            value = owner.member(tx, dict_name, key)
+            if value.is_python_constant() and value.as_python_constant() is None:
+                continue
+            if id(value) in memo:  # the same tensor: the builder hands out one VT
+                continue
+            if remove_duplicate:
+                memo[id(value)] = value
+            pairs.append((module_prefix + ("." if module_prefix else "") + key, value))
+    sources = [vt.source for vt in memo.values() if vt.source is not None]
+    for index, source in enumerate(sources[1:], 1):
+        tx.output.add_guard(GuardKind.DISTINCT, source, tuple(sources[:index]))
+    return pairs
+
+
 def walk(tx: Tx, module: NNModuleVariable, name: str, args: list, kwargs: dict) -> list[Any]:
     """What ``module.name(*args, **kwargs)`` yields, as VTs."""
     from bytegraph.variables.containers import TupleVariable, python_constant
@@ -103,7 +154,12 @@ def walk(tx: Tx, module: NNModuleVariable, name: str, args: list, kwargs: dict) 
     bound.apply_defaults()
     options = dict(list(bound.arguments.items())[1:])
     _uses_own(tx, module, name)
-    if name in ("modules", "named_modules"):
+    if name in _MEMBER_METHODS:
+        if not name.startswith("named_"):
+            _uses_own(tx, module, "named_" + name)
+            options = {"prefix": "", "remove_duplicate": True, **options}
+        pairs = _named_members(tx, module, _MEMBER_METHODS[name], options)
+    elif name in ("modules", "named_modules"):
         if options.get("memo") is not None:
             raise Unsupported("unsupported_method", "named_modules with a memo set")
         prefix = options.get("prefix", "")

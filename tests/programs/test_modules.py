@@ -360,6 +360,74 @@ def test_attribute_names_that_are_no_identifiers(counting_backend) -> None:
     assert counting_backend.calls == 2
 
 
+class TiedWithBuffer(nn.Module):
+    """Tied weights, a None bias, a buffer and a submodule: what ``parameters()`` and
+    ``named_buffers()`` walk (Hugging Face's ``self.dtype`` reads the first floating
+    parameter this way in forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(5, 4)
+        self.head = nn.Linear(4, 5, bias=False)
+        self.head.weight = self.embed.weight
+        self.norm = nn.LayerNorm(4)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        dtype = next(p.dtype for p in self.parameters() if p.is_floating_point())
+        total = sum(p.sum() for p in self.parameters())
+        names = [name for name, _ in self.named_parameters(prefix="m")]
+        every = [name for name, _ in self.named_parameters(remove_duplicate=False)]
+        own = [name for name, _ in self.named_parameters(recurse=False)]
+        buffers = [name for name, _ in self.named_buffers()]
+        return self.head(x.to(dtype)) * self.scale + total, names, every, own, buffers
+
+
+def test_parameters_and_buffers_walked_in_forward(counting_backend) -> None:
+    model = TiedWithBuffer()
+    compiled = bytegraph.compile(copy.deepcopy(model), backend=counting_backend, fullgraph=True)
+    x = torch.randn(3, 4)
+    out, expected = compiled(x), model(x)
+    torch.testing.assert_close(out[0], expected[0], rtol=0, atol=0)
+    assert out[1:] == expected[1:]
+    assert counting_backend.calls == 1
+    untied = copy.deepcopy(model)
+    untied.head.weight = nn.Parameter(untied.head.weight.detach().clone())
+    compiled = bytegraph.compile(untied, backend=counting_backend)
+    assert compiled(x)[1:] == untied(x)[1:]  # the tie is guarded: untied, a new entry
+    assert counting_backend.calls == 2
+
+
+class DropoutInTry(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(0.1)
+        self.last = None
+
+    def forward(self, x, index):
+        try:
+            return self.dropout(x).index_select(0, index)  # out of range: fails when run
+        finally:
+            self.last = index
+
+
+def test_eval_mode_dropout_under_try_reruns_on_error(counting_backend) -> None:
+    """Dropout in eval mode (``training=False``) draws nothing, so a graph with it can
+    rerun as Python when it fails: the op under ``try`` stays in the graph."""
+    model = DropoutInTry().eval()
+    compiled = bytegraph.compile(copy.deepcopy(model), backend=counting_backend, fullgraph=True)
+    x = torch.randn(3)
+    good, bad = torch.tensor([1]), torch.tensor([7])
+    torch.testing.assert_close(compiled(x, good), model(x, good))
+    assert compiled.last is model.last is good
+    with pytest.raises(IndexError):
+        model(x, bad)
+    with pytest.raises(IndexError):
+        compiled(x, bad)
+    assert compiled.last is model.last is bad  # the finally ran in both
+    assert counting_backend.calls == 1
+
+
 def test_parameters_load_through_shared_reads(counting_backend) -> None:
     """The transformed code reads ``self._modules['layers']._modules`` once for the 8
     parameters under it, not once per parameter; swapping a layer's weight between
