@@ -151,7 +151,7 @@ class CompiledFunction:
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
             self._internal_error(error)
             return self.fn
-        self.dynamic_dims.note_inputs(entry.tensor_inputs, frame_values)
+        self.dynamic_dims.note_inputs(entry.tensor_inputs, entry.int_inputs, frame_values)
         self.entries.insert(0, entry)
         self._checks = ((entry.guard.check, entry.run), *self._checks)
         return entry.run

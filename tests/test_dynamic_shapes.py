@@ -204,6 +204,42 @@ def test_an_int_argument_that_changes_becomes_symbolic(differential, counting_ba
     differential.check(scaled_prefix, compiled, (torch.randn(6), True))  # a bool is no int
 
 
+class SlidingCache:
+    """A KV cache layer's shape (transformers' DynamicSlidingWindowLayer): a length
+    counted in an int attribute, a window, and keys that grow."""
+
+    def __init__(self, window):
+        self.window, self.length, self.keys = window, 0, torch.zeros(0, 2)
+
+    def update(self, new):
+        self.length += new.shape[0]
+        self.keys = torch.cat([self.keys, new])[-self.window + 1:]
+        offset = max(self.length - self.window + 1, 0)
+        return self.keys * 2, offset, min(self.length, self.window)
+
+
+def sliding_step(cache, x):
+    keys, offset, visible = cache.update(x)
+    return keys.sum(0) + offset, visible
+
+
+def test_an_int_attribute_of_an_argument_that_changes_becomes_symbolic(
+    differential, counting_backend
+) -> None:
+    """``cache.length`` changes every step of a generation loop: after one recompile it
+    is symbolic, and ``max(length - window + 1, 0)`` stays symbolic instead of fixing it
+    again (Mistral's generate() compiled a graph per token)."""
+    compiled = bytegraph.compile(sliding_step, backend=counting_backend)
+    eager_cache, cache = SlidingCache(50), SlidingCache(50)
+    for step in range(8):
+        x = torch.randn(5 if step == 0 else 1, 2)
+        out, expected = compiled(cache, x), sliding_step(eager_cache, x)
+        torch.testing.assert_close(out[0], expected[0])
+        assert out[1] == expected[1]
+        assert cache.length == eager_cache.length and torch.equal(cache.keys, eager_cache.keys)
+    assert counting_backend.calls == 2  # the prefill, then one entry for every later step
+
+
 def offset_by_sum(x, lst):
     total = int(x.sum())  # a break: the resume function receives the int
     lst.append(total)

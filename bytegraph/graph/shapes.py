@@ -100,6 +100,9 @@ class DynamicDims:
     inputs: dict[Source, Layout] = dataclasses.field(default_factory=dict)
     seen_ints: dict[Source, int] = dataclasses.field(default_factory=dict)
     ints: set[Source] = dataclasses.field(default_factory=set)
+    # Ints the graphs fixed by value through an argument object (a KV cache layer's
+    # ``cumulative_length``): their values at the last compile.
+    inner_ints: dict[Source, int] = dataclasses.field(default_factory=dict)
 
     def update(self, frame_values: dict[str, Any]) -> list[str]:
         """Note this call's argument sizes and strides; what changed (one line each,
@@ -122,9 +125,11 @@ class DynamicDims:
     def note_inputs(
         self,
         tensor_inputs: tuple[tuple[Source, tuple[int, ...]], ...],
+        int_inputs: tuple[Source, ...],
         frame_values: dict[str, Any],
     ) -> None:
-        """Remember the layouts of a new entry's tensor inputs that are no arguments."""
+        """Remember the layouts of a new entry's tensor inputs that are no arguments, and
+        the values of the ints it fixed that are read through an argument."""
         from bytegraph.guards.sources import ChildSource
 
         for source, _ in tensor_inputs:
@@ -132,6 +137,11 @@ class DynamicDims:
                 value = read_source(source, frame_values)
                 if type(value) in (torch.Tensor, torch.nn.Parameter):
                     self.inputs[source] = Layout.of(value)
+        for source in int_inputs:
+            if isinstance(source, ChildSource) and source not in self.ints:
+                value = read_source(source, frame_values)
+                if type(value) is int:
+                    self.inner_ints[source] = value
 
     def update_inputs(self, frame_values: dict[str, Any]) -> list[str]:
         """Like ``update``, for the tensors earlier graphs read through an argument
@@ -143,6 +153,12 @@ class DynamicDims:
             value = read_source(source, frame_values)
             if type(value) in (torch.Tensor, torch.nn.Parameter):
                 changes += self._compare(source, before, Layout.of(value))
+        for source, before in list(self.inner_ints.items()):
+            number = read_source(source, frame_values)
+            if type(number) is int and number != before:
+                del self.inner_ints[source]
+                self.ints.add(source)
+                changes.append(f"{source.expr()} changed {before} -> {number}: now dynamic")
         return changes
 
     def _compare(self, source: Source, before: Layout, now: Layout) -> list[str]:

@@ -29,3 +29,6 @@ class CacheEntry:
     # The sizes of the graph's tensor inputs by source (``cache.layers[0].keys``
     # included): automatic dynamic shapes compare them with a later call's.
     tensor_inputs: tuple[tuple[Any, tuple[int, ...]], ...] = ()
+    # The ints the entry fixed by value (``cache.layers[0].cumulative_length``): one that
+    # differs on a later compile becomes symbolic, like a size.
+    int_inputs: tuple[Any, ...] = ()

@@ -309,7 +309,13 @@ def _entry(
         (g.source, g.expected.shape) for g in output.guards.values()
         if g.kind is GuardKind.TENSOR_MATCH
     )
-    entry = CacheEntry(guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs)
+    int_inputs = tuple(
+        g.source for g in output.guards.values()
+        if g.kind is GuardKind.CONSTANT_MATCH and type(g.expected) is int
+    )
+    entry = CacheEntry(
+        guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs, int_inputs=int_inputs
+    )
     if config.dump_dir is not None:
         from bytegraph.dump import dump_entry
 

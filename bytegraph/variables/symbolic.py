@@ -214,6 +214,14 @@ def operation(
     fn = _IN_PLACE.get(fn, fn)
     if len(args) == 2 and (fn in ARITHMETIC or fn in COMPARISONS):
         return binary_op(tx, fn, args[0], args[1])
+    if fn in _SYM_EXTREMES and len(args) == 2 and all(_is_int(a) for a in args):
+        # max(n - window + 1, 0) stays symbolic: deciding it would fix n (a KV cache's
+        # length) to the value seen. Equal ints are identical: which one wins is moot.
+        operands = [_operand(a) for a in args]
+        pick = _SYM_EXTREMES[fn]
+        node = tx.output.create_node("call_function", pick, tuple(o[0] for o in operands), {})
+        node.meta[SIZE_MATH] = True
+        return symbolic_or_constant(tx, node, pick(*(o[1] for o in operands)))
     (arg,) = args if len(args) == 1 else (None,)
     if isinstance(arg, SymIntVariable):
         if fn is operator.neg:
@@ -229,6 +237,15 @@ def operation(
         if fn is operator.not_:
             return ConstantVariable(not decide(bool, arg.value))
     return None
+
+
+_SYM_EXTREMES = {max: torch.sym_max, min: torch.sym_min}
+
+
+def _is_int(vt: VariableTracker) -> bool:
+    if isinstance(vt, SymIntVariable):
+        return type(vt) is SymIntVariable
+    return vt.is_python_constant() and type(vt.as_python_constant()) is int
 
 
 def _operand(vt: VariableTracker) -> tuple[Any, Any]:
