@@ -166,8 +166,8 @@ def failed_row(row: dict[str, Any], outcome: str, why: str) -> dict[str, Any]:
 
 
 def select(opts: argparse.Namespace) -> list[Architecture]:
-    archs = architectures(opts.causal_lm)
     wanted = [n.strip() for n in opts.only.split(",") if n.strip()]
+    archs = architectures(opts.causal_lm or any(n.endswith(":causal-lm") for n in wanted))
     if wanted:
         by_name = {a.name: a for a in archs}
         unknown = [n for n in wanted if n not in by_name]

@@ -312,9 +312,12 @@ def _audio(config: Any, name: str, generator: torch.Generator) -> list[torch.Ten
     if name == "input_values":
         samples = INPUT_HINTS["input_values_samples"]
         channels = _find(config, "audio_channels")
-        shapes = [(BATCH, samples)]
+        shapes = [(BATCH, samples), (BATCH, 1, samples)]
         if _is_int(channels):
             shapes.insert(0, (BATCH, channels, samples))
+        mels, frames = _find(config, "num_mel_bins"), _find(config, "max_length")
+        if _is_int(mels) and _is_int(frames):  # a spectrogram (Audio Spectrogram Transformer)
+            shapes.append((BATCH, frames, mels))
         return [torch.randn(s, generator=generator) for s in shapes]
     features = next((v for k in ("num_mel_bins", "feature_size", "input_feat_per_channel",
                                  "n_mels", "num_mel_filters")

@@ -189,8 +189,8 @@ def _print_worse(rows: list[dict[str, Any]]) -> None:
     print(f"\nmore graphs or fewer ops than torch.compile ({len(found)}): "
           "graphs bg/tc, ops bg/tc, first break")
     for r in sorted(found, key=lambda r: r[TC]["graphs"] - r[BG]["graphs"]):
-        first = r[BG].get("breaks") or [{}]
-        why = f"{first[0].get('entry', '')}: {first[0].get('reason', '')}"[:120]
+        first = r[BG].get("breaks")
+        why = f"{first[0]['entry']}: {first[0]['reason']}"[:120] if first else "(no break)"
         print(f"  {r['name']}: {r[BG]['graphs']}/{r[TC]['graphs']}, "
               f"{r[BG]['ops']}/{r[TC]['ops']}  {why}")
 
