@@ -161,7 +161,7 @@ def failed_row(row: dict[str, Any], outcome: str, why: str) -> dict[str, Any]:
         return row
     for system in SYSTEMS:
         row.setdefault(system, {"ran": False, "error": {
-            "type": outcome, "message": f"{outcome}: {why}", "kind": outcome, "where": ""}})
+            "type": outcome, "message": why, "kind": outcome, "where": ""}})
     return row
 
 

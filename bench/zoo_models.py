@@ -8,8 +8,8 @@ Everything here is generic over transformers' auto mappings; nothing names a mod
 - ``tiny_config(model_type, level)``: ``CONFIG_MAPPING[model_type]()`` with its size attributes
   shrunk (width, layers, heads, feed-forward, vocabulary, positions, images, experts, convolution
   channels), recursing into every sub-config. Level ``"tiny"`` shrinks everything;
-  ``"layers"`` only cuts layers, per-layer lists and experts (for configs whose widths are tied
-  together in ways a table cannot know); ``"default"`` is the config as it comes.
+  ``"layers"`` only cuts layers, per-layer lists, experts and the image size (for configs whose
+  widths are tied together in ways a table cannot know); ``"default"`` is the config as it comes.
 - ``candidate_inputs(model, config)``: input sets for ``model.forward``, from its signature and
   ``main_input_name`` (token ids with a padded row, images, audio samples or features, decoder
   ids, ``use_cache=False``), most complete first; the worker keeps the first that runs eagerly.
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 WIDTH, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 64, 2, 4, 2, 16, 128, 128
-BATCH, SEQ, DECODER_SEQ, IMAGE, PATCH, AUDIO_SAMPLES = 2, 12, 6, 32, 8, 4000
+BATCH, SEQ, DECODER_SEQ, IMAGE, PATCH, AUDIO_SAMPLES = 2, 12, 6, 64, 8, 4000
 
 # attribute -> the most it may be (an int attribute is shrunk to min(value, cap)).
 WIDTHS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "n_embed",
@@ -52,12 +52,15 @@ CAPS: dict[str, int] = {
                      "max_seq_len", "context_length"), 128),
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
                     4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts"), 2),
-    "vocab_size": VOCAB, "image_size": IMAGE, "patch_size": PATCH,
+    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k", "n_shared_experts", "moe_k"),
+                    2),
+    "vocab_size": VOCAB, "vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 16,
+    "image_size": IMAGE, "patch_size": PATCH,
     "num_conv_pos_embeddings": 16, "classifier_proj_size": 32, "max_source_positions": 32,
     "q_lora_rank": 32, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
     "v_head_dim": HEAD_DIM, "qk_head_dim": HEAD_DIM, "sliding_window": 8, "rotary_dim": 8,
     # state-space layers: heads x head size = expand x width
+    "num_queries": 16, "window_size": 2,  # at most the tiny image's tokens in every stage
     "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_d_state": 16, "state_size": 16,
 }
 # float multipliers of channel counts and depths (EfficientNet-likes)
@@ -65,9 +68,9 @@ FLOAT_CAPS = {"width_coefficient": 0.25, "depth_coefficient": 0.25}
 # list attributes: each element shrunk (channel lists) or cut (stage depths)
 LIST_CAPS = {"conv_dim": 32, "hidden_sizes": 32, "embed_dims": 32, "tdnn_dim": 32,
              "depths": 1, "neck_hidden_sizes": 32, "embed_dim": 32, "num_heads": 2,
-             "dims": 32}
+             "dims": 32, "encoder_in_channels": 32}
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts",
-               "num_experts_per_tok", "moe_topk", "n_shared_experts")
+               "num_experts_per_tok", "moe_topk", "n_shared_experts", "moe_k")
 
 # Shapes a config does not spell out (documented, generic by input name):
 INPUT_HINTS = {
@@ -177,6 +180,7 @@ def shrink(config: Any, widths: bool) -> None:
     _cut_per_layer_lists(config, set(layers_before.values()))
     for key in EXPERT_KEYS:
         _cap(config, key, CAPS[key])
+    _cap(config, "image_size", IMAGE)  # untied from widths; a 600-pixel image is slow
     if not widths:
         return
     for key in WIDTHS:
@@ -229,7 +233,8 @@ def _fix_heads(config: Any) -> None:
         kv = attrs.get(key)
         if _is_int(kv) and heads:
             setattr(config, key, heads if kv >= heads else min(KV_HEADS, heads) if kv > 1 else 1)
-    if _is_int(attrs.get("head_dim")) and width and heads:
+    if "head_dim" in attrs and (attrs["head_dim"] is None or _is_int(attrs["head_dim"])) \
+            and width and heads:
         config.head_dim = width // heads
     if _is_int(attrs.get("head_dim")) and _is_int(attrs.get("qk_rope_head_dim")):
         config.head_dim = attrs["qk_rope_head_dim"]  # multi-head latent attention

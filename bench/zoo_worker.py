@@ -124,6 +124,9 @@ def prepare(arch: Architecture) -> Prepared:
     for level in LEVELS[:2]:
         try:
             config = tiny_config(arch.model_type, level)
+            if (size := _meta_size(cls, config)) > MAX_PARAMETERS:
+                tried.append(f"{level}: {size / 1e6:.0f}M parameters")
+                continue
             torch.manual_seed(0)
             model = cls(config).eval()
         except Exception as error:  # noqa: BLE001
@@ -147,6 +150,15 @@ def prepare(arch: Architecture) -> Prepared:
             else:
                 return Prepared(model, inputs, expected, level)
     raise NotBuilt("; ".join(tried) or "no input set fits the forward signature")
+
+
+def _meta_size(cls: Any, config: Any) -> int:
+    """Parameters of the model built on the meta device (no memory); 0 if that fails."""
+    try:
+        with torch.device("meta"):
+            return sum(p.numel() for p in cls(copy.deepcopy(config)).parameters())
+    except Exception:  # noqa: BLE001  (built for real below, and measured there)
+        return 0
 
 
 def _compile_bytegraph(model: torch.nn.Module, backend: CountingBackend) -> Any:
