@@ -300,9 +300,13 @@ class SideEffects:
             for name, value in self._attrs[key].items()
         }
 
+        raw = getattr(key.vt, "raw_attribute_stores", False)
+
         def store() -> None:
             for name, temp in values.items():
-                if temp is None:
+                if raw:  # object.__setattr__(target, name, temp) / __delattr__(target, name)
+                    _emit_raw_store(replay, target, name, temp)
+                elif temp is None:
                     replay.emit(bc.Instr("LOAD_FAST", target), bc.Instr("DELETE_ATTR", name))
                 else:
                     replay.emit(
@@ -336,6 +340,19 @@ class _Call:
     fn: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+
+
+def _emit_raw_store(replay: _Replay, target: str, name: str, temp: str | None) -> None:
+    """A store the class's own ``__setattr__`` made (the trace inlined it): replayed by
+    ``object``'s, so the custom method does not run a second time."""
+    from bytegraph.bytecode import assemble
+
+    method = object.__delattr__ if temp is None else object.__setattr__
+    replay.emit(*assemble.with_null([bc.Instr("LOAD_CONST", method)]))
+    replay.emit(bc.Instr("LOAD_FAST", target), bc.Instr("LOAD_CONST", name))
+    if temp is not None:
+        replay.emit(bc.Instr("LOAD_FAST", temp))
+    replay.emit(*assemble.call(2 if temp is None else 3), bc.Instr("POP_TOP"))
 
 
 def _plan_call(replay: _Replay, call: _Call) -> Any:

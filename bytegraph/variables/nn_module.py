@@ -121,6 +121,9 @@ class NNModuleVariable(UserDefinedObjectVariable):
         return super().bind(tx, found, name)
 
     # -- stores ---------------------------------------------------------------
+    # Recorded as plain stores: the replay's STORE_ATTR runs nn.Module.__setattr__.
+    raw_attribute_stores = False
+
     def var_setattr(self, tx: Tx, name: str, value: Any) -> None:
         if self.cls.__setattr__ is not nn.Module.__setattr__:
             raise Unsupported("custom_setattr", f"{self.cls.__qualname__} defines __setattr__")

@@ -515,13 +515,20 @@ class UserDefinedObjectVariable(VariableTracker):
         return True
 
     # -- stores ---------------------------------------------------------------
+    @property
+    def raw_attribute_stores(self) -> bool:
+        """Whether the replay stores with ``object.__setattr__``: with a custom
+        ``__setattr__``, the trace inlined it and recorded the raw stores it made, and
+        running it again at the replay would repeat its effects."""
+        return self.cls.__setattr__ is not object.__setattr__
+
     def var_setattr(self, tx: Tx, name: str, value: VariableTracker) -> None:
-        """``obj.name = value`` (STORE_ATTR, setattr): a custom ``__setattr__`` is inlined
-        on an object made in the trace (on one from the frame its raw stores could
-        not be replayed: the replay's STORE_ATTR would run the method again)."""
+        """``obj.name = value`` (STORE_ATTR, setattr): a custom ``__setattr__`` written in
+        Python is inlined (a Hugging Face config's, which maps attribute names); the raw
+        stores it makes are replayed as such (``raw_attribute_stores``)."""
         if self.cls.__setattr__ is not object.__setattr__:
             found = self.lookup(tx, "__setattr__")
-            if not self.is_new or found is None or not isinstance(found.raw, types.FunctionType):
+            if found is None or not isinstance(found.raw, types.FunctionType):
                 raise Unsupported("custom_setattr", f"{self.cls.__qualname__} defines __setattr__")
             self.bind(tx, found, "__setattr__").call_function(
                 tx, [ConstantVariable(name), value], {}
@@ -531,11 +538,6 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def store_raw(self, tx: Tx, name: str, value: VariableTracker) -> None:
         """``object.__setattr__(obj, name, value)``."""
-        if not self.is_new and self.cls.__setattr__ is not object.__setattr__:
-            # The replay runs STORE_ATTR, which would go through the custom __setattr__.
-            raise Unsupported(
-                "custom_setattr", f"object.__setattr__ on an existing {self.cls.__qualname__}"
-            )
         if not name.isidentifier():
             raise Unsupported("attribute_mutation", f"attribute name {name!r}")
         found = self.lookup(tx, name)

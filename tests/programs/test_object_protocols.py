@@ -143,13 +143,41 @@ def config_made_in_the_trace_with_custom_setattr(x):
     return x * cfg.width, cfg
 
 
-@add(config_inputs, graphs=2)
-def config_store_on_an_existing_object_breaks(x, cfg):
-    # A raw store replayed with STORE_ATTR would run __setattr__ again: the store runs
-    # in Python. g1: mul; g2: add.
+@add(config_inputs)
+def config_store_on_an_existing_object(x, cfg):
+    # __setattr__ is inlined; the raw store it makes is replayed by object.__setattr__
+    # (Hugging Face's ``self.config.problem_type = ...`` in a classification head).
     y = x * 2
     cfg.hidden = 9
     return y + cfg.width
+
+
+SETATTR_CALLS: list[str] = []
+
+
+class CountingSetattr:
+    def __init__(self):
+        object.__setattr__(self, "value", 1)
+
+    def __setattr__(self, key, value):
+        SETATTR_CALLS.append(key)
+        object.__setattr__(self, key, value * 10)
+
+
+@add(lambda: (torch.randn(3), CountingSetattr()))
+def counting_setattr_on_an_existing_object_runs_once(x, obj):
+    SETATTR_CALLS.clear()
+    obj.value = 3
+    obj.other = obj.value + 1
+    return x * obj.value, list(SETATTR_CALLS)
+
+
+@add(t3)
+def counting_setattr_on_an_object_that_escapes_runs_once(x):
+    SETATTR_CALLS.clear()
+    obj = CountingSetattr()
+    obj.value = 2
+    return x + obj.value, obj, list(SETATTR_CALLS)
 
 
 # -- a ModelOutput: an OrderedDict subclass that is a dataclass ------------------------------
