@@ -54,6 +54,21 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 _MEMBER_DICTS = ("_parameters", "_buffers", "_modules")
+# Once torch.compile has run in the process, torch._dynamo.mutation_guard replaces
+# nn.Module.__init__ and __setstate__ with wrappers that tag each module for its own
+# bookkeeping; the wrapped method is the closure cell of this name.
+_DYNAMO_WRAPPERS = {"patched_init": "init", "patched_setstate": "setstate"}
+
+
+def unwrapped_torch_compile_patch(fn: Any) -> Any | None:
+    """The nn.Module method a torch.compile instrumentation wrapper calls, or None:
+    the trace inlines that method (the tag is torch.compile's, not the program's)."""
+    cell_name = _DYNAMO_WRAPPERS.get(getattr(fn, "__name__", ""))
+    if cell_name is None or getattr(fn, "__module__", None) != "torch._dynamo.mutation_guard":
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cell = cells.get(cell_name)
+    return None if cell is None else cell.cell_contents
 # Every hook table ``nn.Module._call_impl`` consults on the instance.
 _OWN_HOOK_DICTS = (
     "_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks",

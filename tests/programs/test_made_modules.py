@@ -228,3 +228,24 @@ def test_hook_registered_on_a_made_module_runs(counting_backend) -> None:
     assert torch.equal(actual, expected)
     assert CALLS == eager_calls
     CALLS.clear()
+
+
+class GeluInForward(nn.Module):
+    def forward(self, x):
+        return nn.GELU(approximate="tanh")(x) * 2
+
+
+def test_module_made_after_torch_compile_patched_module_init(counting_backend) -> None:
+    """Once torch.compile has run in the process, ``nn.Module.__init__`` is its wrapper
+    that tags each new module (torch._dynamo.mutation_guard): the trace inlines the
+    wrapped method (it broke at ``GenerationTracker.tag`` in every model that builds a
+    module in forward, in a process that had used torch.compile)."""
+    from torch._dynamo.mutation_guard import install_generation_tagging_init
+
+    install_generation_tagging_init()  # what torch.compile does on its first call
+    assert nn.Module.__init__.__name__ == "patched_init"
+    model = GeluInForward()
+    compiled = bytegraph.compile(model, backend=counting_backend, fullgraph=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+    assert counting_backend.calls == 1
