@@ -352,8 +352,12 @@ def writes_first_argument(kind: str, target: Any) -> bool:
         from bytegraph.variables.torch_ops import writes_first_argument as schema_writes
 
         return schema_writes(target)
+    if target in _WRITES_FIRST_ARGUMENT:
+        return True
+    if getattr(target, "__module__", None) == "_operator":  # and_, or_, not_, is_: no writes
+        return False
     name = op_name(kind, target)
-    return target in _WRITES_FIRST_ARGUMENT or (name.endswith("_") and not name.endswith("__"))
+    return name.endswith("_") and not name.endswith("__")
 
 
 def base_of(t: torch.Tensor) -> torch.Tensor:
@@ -430,6 +434,8 @@ def _item_written(tensor: torch.Tensor, index: Any) -> torch.Tensor:
 def _shares_memory_refused(name: str, written: torch.Tensor, source: Any) -> bool:
     if not isinstance(source, torch.Tensor) or base_of(source) is not base_of(written):
         return False
+    if _disjoint_spans(written, source):  # rows 0 and 1 of one tensor: no shared element
+        return False
     if name in _NO_SHARED_SOURCE:
         return True
     same_view = (
@@ -437,6 +443,28 @@ def _shares_memory_refused(name: str, written: torch.Tensor, source: Any) -> boo
         and source.storage_offset() == written.storage_offset()
     )
     return not same_view
+
+
+def _disjoint_spans(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views of one storage certainly share no element: the ranges of storage
+    they span (first to last element) do not meet."""
+    def span(t: torch.Tensor) -> tuple[int, int] | None:
+        start, sizes, strides = t.storage_offset(), tuple(t.shape), t.stride()
+        if not all(type(v) is int for v in (start, *sizes, *strides)):
+            raise _Symbolic  # deciding would guard on the sizes: not certainly disjoint
+        if 0 in sizes:
+            return None
+        return start, start + sum((n - 1) * s for n, s in zip(sizes, strides))
+
+    try:
+        first, second = span(a), span(b)
+    except _Symbolic:
+        return False
+    return first is None or second is None or first[1] < second[0] or second[1] < first[0]
+
+
+class _Symbolic(Exception):
+    """A view's extent is symbolic."""
 
 
 # Ops whose floating-point tensor arguments must share one dtype: eager raises on a mix

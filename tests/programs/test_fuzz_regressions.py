@@ -365,9 +365,22 @@ def item_store_from_an_overlapping_view(x):
     return x
 
 
+def item_store_from_another_row(x):
+    rows = x.view(3, 2, 2)
+    first = rows[0]
+    first[..., 1:2] = rows[1][..., 1:2]  # Cosmos3's rotary frequencies: disjoint rows
+    return x
+
+
+def masks_of_views_of_one_tensor(x):
+    mask = x > 0  # a & b and a | b of two views of one tensor write nothing
+    return (mask.view(3, 4, 1) & mask.view(3, 1, 4)) | mask.view(3, 1, 4)
+
+
 @pytest.mark.parametrize(
     ("fn", "stores_in_graph"),
-    [(item_stores_from_views_of_itself, 3), (item_store_from_an_overlapping_view, 0)],
+    [(item_stores_from_views_of_itself, 3), (item_store_from_an_overlapping_view, 0),
+     (item_store_from_another_row, 1)],
 )
 def test_item_stores_from_views_of_the_same_tensor(fn, stores_in_graph, counting_backend) -> None:
     x = torch.randn(3, 4)
@@ -378,6 +391,17 @@ def test_item_stores_from_views_of_the_same_tensor(fn, stores_in_graph, counting
         if n.target is operator.setitem
     ]
     assert len(stores) == stores_in_graph
+
+
+def test_operators_on_views_of_one_tensor_are_no_writes(counting_backend) -> None:
+    """``operator.and_`` and ``or_`` end in an underscore but write nothing: two views of
+    one mask combined (CPM-Ant's attention mask) are one graph, not a refused write."""
+    compiled = bytegraph.compile(
+        masks_of_views_of_one_tensor, backend=counting_backend, fullgraph=True
+    )
+    x = torch.randn(3, 4)
+    assert torch.equal(compiled(x), masks_of_views_of_one_tensor(x))
+    assert counting_backend.calls == 1
 
 
 # -- autograd facts of inputs: read first inside no_grad, or views of a base --------------
