@@ -304,6 +304,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "kind of value (array or numpy scalar) than numpy does for this call",
        "cast explicitly (a.astype(...)), or keep this numpy call outside the compiled "
        "function"),
+    _E("B326", "user_hash", "unsupported_value",
+       "hashing an object whose class defines __hash__ (or __eq__) in Python: a dict or "
+       "set lookup runs that code a number of times the trace does not model",
+       "key the dict by something hashed by identity or by a constant (obj.name, id(obj)), "
+       "or do the lookup outside the compiled function"),
     # -- B4xx: operators -------------------------------------------------------------
     _E("B401", "op_failed_on_metadata", "operator_failed",
        "running the op on metadata-only (fake or meta) tensors failed: wrong shapes or "

@@ -258,7 +258,7 @@ class SideEffects:
                 if field.name in ("source", "mutation_type") or field.metadata.get("no_vts"):
                     continue
                 value = getattr(vt, field.name)
-                if field.name == "items":
+                if field.name == "items" or field.metadata.get("contents"):
                     value = self.contents(vt, value)
                 _collect(value, children, VariableTracker)
         children.extend(v for v in self.pending_attrs(vt).values() if v is not DELETED)
@@ -378,7 +378,11 @@ def _collect(value: Any, found: list[Any], vt_class: type) -> None:
         for item in value:
             _collect(item, found, vt_class)
     elif isinstance(value, dict):
-        for item in value.values():
+        for key, item in value.items():
+            _collect(key, found, vt_class)  # an object key (variables/object_keys.py)
+            _collect(item, found, vt_class)
+    elif hasattr(type(value), "held_vts"):  # an object key, a set's recipe
+        for item in value.held_vts():
             _collect(item, found, vt_class)
 
 
@@ -435,7 +439,11 @@ def _plan_contents(replay: _Replay, vt: Any, contents: Any) -> Any:
 
         return store_dict
 
-    def store_other() -> None:  # a container kind that replays itself (sets)
+    plan = getattr(vt, "plan_replay", None)
+    if plan is not None:  # it loads what it needs now, and returns its store
+        return plan(replay, contents)
+
+    def store_other() -> None:  # a container kind that replays itself
         vt.replay_contents(replay.codegen, contents)
 
     return store_other

@@ -327,6 +327,7 @@ def _connected(edges: list[tuple[Source, ...]]) -> list[list[Source]]:
 
     def root(text: str) -> str:
         while parent[text] != text:
+            parent[text] = parent[parent[text]]  # path halving: long chains stay short
             text = parent[text]
         return text
 

@@ -64,6 +64,7 @@ class Guard:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        if self.kind in (GuardKind.KEY_ABSENT, GuardKind.SHAPE):  # one per key or relation
+        if self.kind in (GuardKind.KEY_ABSENT, GuardKind.SHAPE, GuardKind.DISTINCT):
+            # one per key or relation (a source may be told apart from several groups)
             return self.kind, self.source, self.expected
         return self.kind, self.source

@@ -82,6 +82,7 @@ from bytegraph.variables.object_builtins import (
     DataclassReplaceVariable,
     ObjectBuiltinVariable,
 )
+from bytegraph.variables.object_keys import wrap_frame_table
 from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
 from bytegraph.variables.profiler import ProfilerClassVariable, is_profiler_class
 from bytegraph.variables.pytree import (
@@ -208,6 +209,10 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
         frame_set = wrap_frame_set(tx, value, source)
         if frame_set is not None:
             return frame_set
+    if type(value) in (set, *DICT_TYPES):  # keys that are objects: tensors, modules...
+        table = wrap_frame_table(tx, value, source)
+        if table is not None:
+            return table
     if _is_container_method(value):
         # ``d.get`` handed over as a value (e.g. across a graph break): the receiver's method.
         guard(GuardKind.TYPE_MATCH, source, type(value))

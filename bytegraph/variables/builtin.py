@@ -415,6 +415,7 @@ def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTrac
     """``a <cmp> b`` for sequences, dicts and sets, item by item as CPython compares."""
     from bytegraph.variables.containers import equal_now
     from bytegraph.variables.dicts import DictVariable
+    from bytegraph.variables.object_keys import refuse_user_hashing
     from bytegraph.variables.sets import SetVariable, set_operator
 
     if isinstance(a, SetVariable) or isinstance(b, SetVariable):
@@ -423,6 +424,7 @@ def compare(tx, fn: Any, a: VariableTracker, b: VariableTracker) -> VariableTrac
         if fn not in (operator.eq, operator.ne):
             return None
         x, y = a.items_now(tx), b.items_now(tx)
+        refuse_user_hashing((*x, *y))  # eager looks each key up in the other dict
         ordered = a.python_type() is b.python_type() is collections.OrderedDict
         same = x.keys() == y.keys() and (not ordered or list(x) == list(y))
         same = same and all(equal_now(tx, x[k], y[k]) for k in x)

@@ -1,4 +1,6 @@
-"""Mappings: dict, OrderedDict and defaultdict with constant keys, and their views.
+"""Mappings: dict, OrderedDict and defaultdict, and their views.
+
+Keys are constants, or objects keyed by identity (``object_keys.py``).
 
 A ``DictVariable`` is a handle like a list: its current items (key -> VT, in
 insertion order) live in SideEffects. ``d.keys()``, ``d.values()`` and
@@ -29,6 +31,14 @@ from bytegraph.variables.containers import (
     store_contents,
 )
 from bytegraph.variables.method_arguments import check_method_arguments
+from bytegraph.variables.object_keys import (
+    ObjectKey,
+    has_object_keys,
+    key_variable,
+    load_key,
+    refuse_user_hashing,
+    table_key,
+)
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -37,14 +47,21 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class DictVariable(VariableTracker):
-    """A dict, OrderedDict or defaultdict with constant keys, in insertion order.
+    """A dict, OrderedDict or defaultdict, in insertion order.
 
-    ``default_factory`` is a defaultdict's factory (None for the others).
+    ``default_factory`` is a defaultdict's factory (None for the others). Keys are
+    constants or ``ObjectKey``s; only a dict from the frame holds keys hashed by user
+    code (a new one would hash them again when rebuilt).
     """
 
     items: dict[Any, VariableTracker]
     dict_type: type = dict
     default_factory: VariableTracker | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.source is None:
+            refuse_user_hashing(self.items)
 
     def python_type(self) -> type:
         return self.dict_type
@@ -54,6 +71,7 @@ class DictVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         _refuse_if_mutated(self)
+        _refuse_object_keys(self.items)
         values = {k: v.as_python_constant() for k, v in self.items.items()}
         if self.dict_type is defaultdict:
             factory = self.default_factory
@@ -61,6 +79,7 @@ class DictVariable(VariableTracker):
         return self.dict_type(values)
 
     def rebuild(self, tx: InstructionTranslatorBase, values: dict[Any, Any]) -> Any:
+        _refuse_object_keys(values)
         if self.dict_type is defaultdict:
             factory = self.default_factory
             return defaultdict(python_constant(tx, factory) if factory else None, values)
@@ -79,7 +98,7 @@ class DictVariable(VariableTracker):
         return method_of(self, name)
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items_now(tx)]
+        return [key_variable(k) for k in self.items_now(tx)]
 
     def getitem(self, tx: InstructionTranslatorBase, index: VariableTracker) -> VariableTracker:
         return self.call_method(tx, "__getitem__", [index], {})
@@ -92,7 +111,9 @@ class DictVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         items = self.items_now(tx)
-        if name == "__getitem__" and len(args) == 1 and _key(args[0]) not in items:
+        if name not in _HASHING_NOTHING:
+            refuse_user_hashing(items)
+        if name == "__getitem__" and len(args) == 1 and key_of(tx, args[0]) not in items:
             return self._missing(tx, args[0])
         if name == "__missing__" and self.dict_type is defaultdict and len(args) == 1:
             return self._missing(tx, args[0])
@@ -150,13 +171,23 @@ class DictVariable(VariableTracker):
     @staticmethod
     def _build_plain(codegen: PyCodegen, items: dict[Any, VariableTracker]) -> None:
         for key, value in items.items():
-            codegen.load_const(key)
+            load_key(codegen, key)
             codegen(value)
         codegen.append(bc.Instr("BUILD_MAP", len(items)))
 
 
-def _key(vt: VariableTracker) -> Any:
-    return dict_key(vt.as_python_constant())
+# What reads a dict without hashing anything: allowed on a dict whose keys hash in user code.
+_HASHING_NOTHING = frozenset({"__len__", "keys", "values", "items"})
+
+
+def key_of(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
+    """How the table holds ``vt``: a constant, or an object's key."""
+    return table_key(tx, vt, lambda: dict_key(vt.as_python_constant()))
+
+
+def _refuse_object_keys(items: dict) -> None:
+    if has_object_keys(items):
+        raise Unsupported("not_a_constant", "a dict whose keys are objects is no constant")
 
 
 def dict_key(key: Any) -> Any:
@@ -169,13 +200,13 @@ def dict_key(key: Any) -> Any:
 
 
 def _dict_get(tx, d, items, key: VariableTracker, default: VariableTracker | None = None):
-    return items.get(_key(key), default if default is not None else ConstantVariable(None))
+    return items.get(key_of(tx, key), default if default is not None else ConstantVariable(None))
 
 
 _DICT_READS: dict[str, Any] = {
-    "__getitem__": lambda tx, d, items, key: items[_key(key)],
+    "__getitem__": lambda tx, d, items, key: items[key_of(tx, key)],
     "get": _dict_get,
-    "__contains__": lambda tx, d, items, k: ConstantVariable(_key(k) in items),
+    "__contains__": lambda tx, d, items, k: ConstantVariable(key_of(tx, k) in items),
     "__len__": lambda tx, d, items: ConstantVariable(len(items)),
     "keys": lambda tx, d, items: DictViewVariable(d, "keys"),
     "values": lambda tx, d, items: DictViewVariable(d, "values"),
@@ -185,14 +216,21 @@ _DICT_READS: dict[str, Any] = {
 
 
 def _dict_pop(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
-    k = _key(key)
+    k = key_of(tx, key)
     if k in items:
         return items.pop(k)
     if default is None:
-        from bytegraph.translate.ops.exceptions import raise_as_eager
-
-        raise_as_eager(tx, "dict.pop", dict.pop, {}, k)
+        _raise_missing(tx, "dict.pop", dict.pop, key, k)
     return default
+
+
+def _raise_missing(tx, what: str, method: Any, key: VariableTracker, k: Any) -> None:
+    """The KeyError eager raises for a missing key (an object's: ``KeyError(obj)``)."""
+    from bytegraph.translate.ops.exceptions import raise_as_eager, raise_builtin
+
+    if isinstance(k, ObjectKey):
+        raise_builtin(tx, KeyError, key)
+    raise_as_eager(tx, what, method, {}, k)
 
 
 def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs) -> None:
@@ -204,7 +242,7 @@ def _dict_update(tx, items: dict, other: VariableTracker | None = None, **kwargs
                 kv = pair.unpack_sequence(tx)
                 if len(kv) != 2:
                     raise Unsupported("operation_raises", "dict update element is not a pair")
-                items[_key(kv[0])] = kv[1]
+                items[key_of(tx, kv[0])] = kv[1]
     items.update(kwargs)
 
 
@@ -230,6 +268,7 @@ def mapping_items(
     from bytegraph.variables.user_dicts import UserDictObjectVariable
 
     if isinstance(mapping, DictVariable):
+        refuse_user_hashing(mapping.items_now(tx))  # what it merges into hashes
         return mapping.items_now(tx)
     if isinstance(mapping, UserDictObjectVariable) and mapping.cls.__iter__ is dict.__iter__:
         return mapping.mapping.items_now(tx)
@@ -239,12 +278,14 @@ def mapping_items(
         )
     keys = mapping.var_getattr(tx, "keys").call_function(tx, [], {})
     return {
-        _key(key): call(tx, operator.getitem, mapping, key) for key in keys.unpack_sequence(tx)
+        key_of(tx, key): call(tx, operator.getitem, mapping, key)
+        for key in keys.unpack_sequence(tx)
     }
 
 
 def _dict_setdefault(tx, items: dict, key: VariableTracker, default: VariableTracker | None = None):
-    return items.setdefault(_key(key), default if default is not None else ConstantVariable(None))
+    default = default if default is not None else ConstantVariable(None)
+    return items.setdefault(key_of(tx, key), default)
 
 
 def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> VariableTracker:
@@ -255,21 +296,19 @@ def _dict_popitem(tx, items: dict, last: VariableTracker | None = None) -> Varia
         v = items.pop(k)
     else:
         k, v = items.popitem()
-    return TupleVariable((ConstantVariable(k), v))
+    return TupleVariable((key_variable(k), v))
 
 
 def _dict_delitem(tx, items: dict, key: VariableTracker) -> None:
-    k = _key(key)
+    k = key_of(tx, key)
     if k not in items:
-        from bytegraph.translate.ops.exceptions import raise_as_eager
-
-        raise_as_eager(tx, "del", dict.__delitem__, {}, k)
+        _raise_missing(tx, "del", dict.__delitem__, key, k)
     del items[k]
 
 
 def _dict_move_to_end(tx, items: dict, key: VariableTracker,
                       last: VariableTracker | None = None) -> None:
-    k = _key(key)
+    k = key_of(tx, key)
     if k not in items:
         raise Unsupported("operation_raises", f"move_to_end of missing key {k!r} (raises)")
     value = items.pop(k)
@@ -283,7 +322,7 @@ def _dict_move_to_end(tx, items: dict, key: VariableTracker,
 
 
 _DICT_MUTATIONS: dict[str, Any] = {
-    "__setitem__": lambda tx, items, k, v: items.__setitem__(_key(k), v),
+    "__setitem__": lambda tx, items, k, v: items.__setitem__(key_of(tx, k), v),
     "__delitem__": _dict_delitem,
     "pop": _dict_pop,
     "popitem": _dict_popitem,
@@ -309,10 +348,10 @@ class DictViewVariable(VariableTracker):
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
         items = self.base.items_now(tx)
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in items]
+            return [key_variable(k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVariable((ConstantVariable(k), v)) for k, v in items.items()]
+        return [TupleVariable((key_variable(k), v)) for k, v in items.items()]
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.base.items_now(tx))
@@ -325,7 +364,9 @@ class DictViewVariable(VariableTracker):
             return ConstantVariable(len(self.base.items_now(tx)))
         if name == "__contains__" and len(args) == 1:
             if self.kind == "keys":
-                return ConstantVariable(_key(args[0]) in self.base.items_now(tx))
+                items = self.base.items_now(tx)
+                refuse_user_hashing(items)
+                return ConstantVariable(key_of(tx, args[0]) in items)
             found = any(equal_now(tx, v, args[0]) for v in self.unpack_sequence(tx))
             return ConstantVariable(found)
         raise Unsupported("unsupported_method", f"{self.python_type().__name__}.{name}")

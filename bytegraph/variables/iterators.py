@@ -19,6 +19,7 @@ from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import NEW_VALUE, ListVariable, TupleVariable, store_contents
 from bytegraph.variables.dicts import DictVariable, DictViewVariable
+from bytegraph.variables.object_keys import elements_in_order, key_variable
 
 TUPLE_ITERATOR = type(iter(()))
 # Iterators rebuilt from any remaining items; others (ranges, text) from constants only.
@@ -177,10 +178,10 @@ class DictIteratorVariable(IteratorVariable):
         store_contents(tx, self, (base, kind, ConstantVariable(position.value + 1), keys, reverse))
         key = keys.value[-1 - position.value if reverse.value else position.value]
         if kind.value == "keys":
-            return ConstantVariable(key)
+            return key_variable(key)
         if kind.value == "values":
             return current[key]
-        return TupleVariable((ConstantVariable(key), current[key]))
+        return TupleVariable((key_variable(key), current[key]))
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         state = codegen.side_effects.contents(self, self.items)
@@ -203,11 +204,11 @@ class SetIteratorVariable(IteratorVariable):
     @staticmethod
     def over(tx: InstructionTranslatorBase, base: SetVariable) -> SetIteratorVariable:
         recipe = base.items_now(tx)
-        start = ConstantVariable((recipe, recipe.elements_in_order()))
+        start = ConstantVariable((recipe, elements_in_order(tx, recipe)))
         return SetIteratorVariable((base, ConstantVariable(0), start), mutation_type=NEW_VALUE)
 
     def next_item(self, tx: InstructionTranslatorBase) -> VariableTracker | None:
-        from bytegraph.variables.builder import wrap_constant_result
+        from bytegraph.variables.sets import element_variable
 
         state = self.state(tx)
         if not state:
@@ -220,7 +221,7 @@ class SetIteratorVariable(IteratorVariable):
             store_contents(tx, self, ())
             return None
         store_contents(tx, self, (base, ConstantVariable(position.value + 1), start))
-        return wrap_constant_result(elements[position.value])
+        return element_variable(elements[position.value])
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         state = codegen.side_effects.contents(self, self.items)

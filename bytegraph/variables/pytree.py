@@ -47,6 +47,7 @@ from bytegraph.variables.containers import (
     TupleVariable,
 )
 from bytegraph.variables.dicts import DictVariable
+from bytegraph.variables.object_keys import has_object_keys
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -124,7 +125,10 @@ class Skeleton:
     def _container(self, vt: VariableTracker, cls: type) -> Any:
         tx = self.tx
         if isinstance(vt, DictVariable) and cls in (dict, OrderedDict):
-            return cls((k, self.build(v)) for k, v in vt.items_now(tx).items())
+            items = vt.items_now(tx)
+            if has_object_keys(items):  # the spec would hold them: a constant of the code
+                raise Unsupported("unmodelled_value", "pytree of a dict keyed by objects")
+            return cls((k, self.build(v)) for k, v in items.items())
         if isinstance(vt, BaseSequenceVariable) and _sequence_type(cls):
             items = [self.build(v) for v in vt.items_now(tx)]
             if cls is list:

@@ -18,18 +18,16 @@ unsupported. Its mutations are replayed after the graph by running the same
 operations on the real object, which keeps it exact.
 
 Elements are constants (anything hashable that ``is_constant_value``
-accepts); a set of tensors or objects is unsupported.
+accepts) or objects hashed by identity (``object_keys.py``: their ``ObjectKey``s
+stand in the recipe, and the real objects replace them where order matters).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-import bytecode as bc
 
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
@@ -38,6 +36,16 @@ from bytegraph.guards.sources import GetItemSource, Source, source_record
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.method_arguments import check_method_arguments
+from bytegraph.variables.object_keys import (
+    ObjectKey,
+    elements_in_order,
+    key_variable,
+    keys_in,
+    plan_set_replay,
+    rebuild_set,
+    refuse_order,
+    table_key,
+)
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -119,6 +127,10 @@ class SetRecipe:
         exact = all(a.exact for a in args if isinstance(a, SetRecipe))
         return SetRecipe(((fn, args),), exact)
 
+    def held_vts(self) -> tuple[VariableTracker, ...]:
+        """The VTs of the objects among its elements (generated code loads them)."""
+        return tuple(key.vt for key in keys_in(self))
+
     def elements_in_order(self) -> tuple[Any, ...]:
         """The elements as eager iteration yields them, or Unsupported."""
         if self.exact:
@@ -164,7 +176,18 @@ def wrap_frame_set(
 
 
 def element(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
-    """The hashable constant a VT stands for, as a set element."""
+    """The hashable constant a VT stands for, or its object's key, as a set element."""
+    return table_key(tx, vt, lambda: _constant_element(tx, vt))
+
+
+def element_variable(value: Any) -> VariableTracker:
+    """The VT of an element as a recipe holds it."""
+    from bytegraph.variables.builder import wrap_constant_result
+
+    return key_variable(value) if type(value) is ObjectKey else wrap_constant_result(value)
+
+
+def _constant_element(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
     from bytegraph.variables.containers import python_constant
 
     value = python_constant(tx, vt)
@@ -190,7 +213,7 @@ def iterable_argument(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any
     if isinstance(vt, SetVariable):
         return vt.items_now(tx)
     if isinstance(vt, DictVariable) and vt.python_type() is dict:
-        return dict.fromkeys(element(tx, ConstantVariable(k)) for k in vt.items_now(tx))
+        return dict.fromkeys(element(tx, key_variable(k)) for k in vt.items_now(tx))
     if isinstance(vt, ConstantVariable) and isinstance(vt.value, (set, frozenset)):
         return constant_set_operand(vt)
     return [element(tx, item) for item in vt.unpack_sequence(tx)]
@@ -204,9 +227,10 @@ def constant_set_operand(vt: ConstantVariable) -> Any:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class SetVariable(VariableTracker):
-    """A ``set`` of constants; its current recipe lives in SideEffects."""
+    """A ``set`` of constants and objects; its current recipe lives in SideEffects."""
 
-    initial: SetRecipe
+    # The objects among its elements are VTs the generated code may load (side_effects).
+    initial: SetRecipe = dataclasses.field(metadata={"contents": True})
 
     def python_type(self) -> type:
         return set
@@ -227,12 +251,11 @@ class SetVariable(VariableTracker):
         recipe = self.items_now(tx)
         if not recipe.exact:  # a copy of it would not iterate as the real one does
             raise Unsupported("set_order_unknown", "a set from the frame used as a constant")
+        refuse_order(recipe, "a constant")
         return recipe.build()
 
     def unpack_sequence(self, tx: InstructionTranslatorBase) -> list[VariableTracker]:
-        from bytegraph.variables.builder import wrap_constant_result
-
-        return [wrap_constant_result(e) for e in self.items_now(tx).elements_in_order()]
+        return [element_variable(e) for e in elements_in_order(tx, self.items_now(tx))]
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.elements(tx))
@@ -266,14 +289,12 @@ class SetVariable(VariableTracker):
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
-        recipe = codegen.side_effects.contents(self, self.initial)
-        codegen.call_const(recipe.build, [])
+        rebuild_set(codegen, codegen.side_effects.contents(self, self.initial))
 
-    def replay_contents(self, codegen: PyCodegen, recipe: SetRecipe) -> None:
-        """Run the trace's operations on the real frame set, in order."""
-        ops = recipe.steps[len(self.initial.steps):]
-        codegen.call_const(functools.partial(_replay, steps=ops), [self])
-        codegen.append(bc.Instr("POP_TOP"))
+    def plan_replay(self, replay: Any, recipe: SetRecipe) -> Callable[[], None]:
+        """Run the trace's operations on the real frame set, in order (the set and the
+        objects they add are loaded before any replay stores: side_effects.py)."""
+        return plan_set_replay(replay, self, recipe.steps[len(self.initial.steps):])
 
     def __repr__(self) -> str:
         return f"SetVariable({len(self.initial.steps)} steps)"
@@ -308,8 +329,10 @@ def _set_discard(tx, s: SetVariable, value: VariableTracker) -> VariableTracker:
 def _set_remove(tx, s: SetVariable, value: VariableTracker) -> VariableTracker:
     key = element(tx, value)
     if key not in s.elements(tx):
-        from bytegraph.translate.ops.exceptions import raise_as_eager
+        from bytegraph.translate.ops.exceptions import raise_as_eager, raise_builtin
 
+        if isinstance(key, ObjectKey):
+            raise_builtin(tx, KeyError, value)
         raise_as_eager(tx, "set.remove", set.remove, set(), key)
     return _set_discard(tx, s, value)
 
@@ -325,6 +348,7 @@ def _set_pop(tx, s: SetVariable) -> VariableTracker:
     recipe = s.items_now(tx)
     if not recipe.exact:
         raise Unsupported("set_order_unknown", "set.pop of a set whose table is unknown")
+    refuse_order(recipe, "set.pop")
     real = recipe.build()
     if not real:
         from bytegraph.translate.ops.exceptions import raise_as_eager

@@ -13,7 +13,7 @@ from bytegraph.variables.base import ValueMutationNew
 from bytegraph.variables.builtin import call
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import ListVariable, TupleVariable
-from bytegraph.variables.dicts import DictVariable, mapping_items
+from bytegraph.variables.dicts import DictVariable, key_of, mapping_items
 from bytegraph.variables.sets import SetRecipe, SetVariable, _add_each, element
 from bytegraph.variables.symbolic import SymIntVariable, SymSliceVariable
 
@@ -41,7 +41,7 @@ def BUILD_LIST(tx: Tx, inst: Instruction) -> None:
 def BUILD_MAP(tx: Tx, inst: Instruction) -> None:
     """(key value pairs*n -- dict)"""
     flat = tx.popn(2 * inst.arg)
-    items = {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {key_of(tx, flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     tx.push(DictVariable(items, mutation_type=NEW_VALUE))
 
 
