@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -118,14 +119,43 @@ class Architecture:
 def _mapping(task: str) -> dict[str, Any]:
     from transformers.models.auto import modeling_auto
 
-    return getattr(modeling_auto, f"MODEL_FOR_{task}_MAPPING_NAMES", {})
+    name = f"MODEL_FOR_{task}_MAPPING_NAMES" if task else "MODEL_MAPPING_NAMES"
+    return getattr(modeling_auto, name, {})
 
 
 def family_of(model_type: str) -> str:
+    """The first family whose task mappings name the type. A type in none (a sub-model such as
+    ``qwen3_vl_text`` or ``clip_vision_model``) takes the family of the longest type its name
+    extends (``qwen3_vl``, ``clip``); failing that its default config decides: a sampling rate
+    is audio, an image size vision."""
     for family, tasks in FAMILY_MAPPINGS:
         if any(model_type in _mapping(task) for task in tasks):
             return family
-    return "other"
+    parts = re.split(r"[_-]", model_type)
+    for end in range(len(parts) - 1, 0, -1):
+        for sep in "_-":
+            prefix = sep.join(parts[:end])
+            if prefix in _mapping("") or prefix in _known_types():
+                family = family_of(prefix)
+                if family != "other":
+                    return family
+    return _family_from_config(model_type)
+
+
+def _known_types() -> set[str]:
+    from transformers.models.auto import modeling_auto
+
+    return set(modeling_auto.MODEL_MAPPING_NAMES)
+
+
+def _family_from_config(model_type: str) -> str:
+    try:
+        config = tiny_config(model_type, "default")
+    except Exception:  # noqa: BLE001  (not built later, with the reason)
+        return "other"
+    if _find(config, "sampling_rate") is not None:
+        return "audio"
+    return "vision" if _find(config, "image_size") is not None else "other"
 
 
 def _first(names: Any) -> str:
@@ -297,19 +327,18 @@ def token_ids(config: Any, length: int, generator: torch.Generator) -> torch.Ten
     return allowed[torch.randint(0, len(allowed), (BATCH, length), generator=generator)]
 
 
-def _image_side(config: Any) -> int:
+def _image_sides(config: Any) -> tuple[int, int]:
     side = _find(config, "image_size")
-    if isinstance(side, (list, tuple)):
-        side = side[0]
-    return side if _is_int(side) and side > 0 else IMAGE * 2
+    if isinstance(side, (list, tuple)) and len(side) == 2 and all(_is_int(s) for s in side):
+        return side[0], side[1]
+    return (side, side) if _is_int(side) and side > 0 else (IMAGE, IMAGE)
 
 
 def pixel_values(config: Any, generator: torch.Generator) -> torch.Tensor:
     channels = _find(config, "num_channels") or 3
-    side = _image_side(config)
+    sides = _image_sides(config)
     frames = _find(config, "num_frames")
-    shape = (BATCH, frames, channels, side, side) if _is_int(frames) else (
-        BATCH, channels, side, side)
+    shape = (BATCH, frames, channels, *sides) if _is_int(frames) else (BATCH, channels, *sides)
     return torch.randn(shape, generator=generator)
 
 

@@ -7,10 +7,11 @@ a time through ``report(key, value)``, so a parent that kills a hung worker keep
 
 Per system: ``graphs`` and ``ops`` (fx call nodes) on the first call, ``second_graphs`` (graphs
 received on an identical second call: a recompile), ``equal`` (both calls' output tensors
-``assert_close`` to eager's, seeded), ``first_s`` (compile + first call), ``error`` (type,
-first line, whether bytegraph raised it on purpose, and the innermost frame) and, for bytegraph,
-the graph breaks (catalogue entry, reason, user frame) from a ``Recording`` of the same run, and
-its own warnings (an internal error it fell back from, the recompile limit).
+``assert_close`` to eager's, seeded; ``mismatch`` says what differs), ``first_s`` (compile +
+first call), ``error`` (type, first line, whether bytegraph raised it on purpose, and the
+innermost frame) and, for bytegraph, the graph breaks (catalogue entry, reason, user frame, how
+often) from a ``Recording`` of the same run, and its own warnings, if any (an internal error it
+fell back from, the recompile limit).
 
 ``worker_main`` is the loop of one long-lived worker process (bench/zoo.py's pool).
 """
@@ -198,17 +199,21 @@ def run_system(system: str, prepared: Prepared) -> dict[str, Any]:
             return _finish(system, row, recording, caught)
     row["ran"] = True
     row["second_graphs"] = len(backend.graphs) - row["graphs"]
-    row["mismatch"] = same(first, prepared.expected) or same(second, prepared.expected)
-    row["equal"] = row["mismatch"] is None
+    mismatch = same(first, prepared.expected) or same(second, prepared.expected)
+    row["equal"] = mismatch is None
+    if mismatch is not None:
+        row["mismatch"] = mismatch
     return _finish(system, row, recording, caught)
 
 
 def _finish(system: str, row: dict[str, Any], recording: Any, caught: list[Any]) -> dict:
     if system != "bytegraph":
         return row
-    row["warnings"] = sorted({first_line(w.message) for w in caught
-                              if str(w.message).startswith("bytegraph")})
-    row["internal_errors"] = sum("internal error" in w for w in row["warnings"])
+    warned = sorted({first_line(w.message) for w in caught
+                     if str(w.message).startswith("bytegraph")})
+    if warned:  # an internal error it fell back from, the recompile limit
+        row["warnings"] = warned
+        row["internal_errors"] = sum("internal error" in w for w in warned)
     try:
         from bytegraph.explain import report_of
 
@@ -239,7 +244,7 @@ def measure(arch: Architecture, report: Report, systems: tuple[str, ...] = SYSTE
         prepared = prepare(arch)
     except NotBuilt as error:
         report("status", "not built")
-        report("reason", str(error)[:2000])
+        report("reason", str(error)[:300])
         return
     report("status", "built")
     report("level", prepared.level)

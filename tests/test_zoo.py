@@ -52,9 +52,9 @@ def test_bytegraph_equals_eager(name: str, by_name) -> None:
     assert row["level"] == "tiny"
     bg, tc = row["bytegraph"], row["torch.compile"]
     assert bg["ran"], bg.get("error")
-    assert bg["equal"], bg["mismatch"]
+    assert bg["equal"], bg.get("mismatch")
     assert bg["second_graphs"] == 0
-    assert bg["internal_errors"] == 0
+    assert not bg.get("warnings")  # no internal error fallen back from
     assert tc["ran"] and tc["equal"], tc
     if name not in MORE_GRAPHS_TODAY:
         assert bg["graphs"] <= tc["graphs"], bg["breaks"]
