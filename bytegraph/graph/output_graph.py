@@ -45,6 +45,9 @@ class OutputGraph:
         self.guards: dict[tuple[GuardKind, Source], Guard] = {}
         self.source_to_var: dict[Source, Any] = {}
         self.tensor_by_id: dict[int, Any] = {}
+        # Frame tensors used as dict keys or set elements, each guarded distinct from the
+        # earlier ones (variables/object_keys.py), by source.
+        self.keyed_tensors: dict[Source, Any] = {}
         self.side_effects = SideEffects()
         self.uses_default_device = False  # a factory followed torch.get_default_device()
         self._cells: dict[int, Any] = {}
@@ -66,6 +69,7 @@ class OutputGraph:
         from the frame, so those objects are freed when the caller lets go of them."""
         self.source_to_var.clear()
         self.tensor_by_id.clear()
+        self.keyed_tensors.clear()
         self._cells.clear()
         self.side_effects.release()
 

@@ -13,8 +13,8 @@ A dict or set of constants keys its trace-time table by the constants themselves
 2. *Identity decisions are guarded.* ``p in d`` decided False relies on ``p`` being
    none of the keys next call too. User objects and modules of one type are
    guarded distinct by the builder; a tensor from the frame that becomes a key is
-   guarded distinct from every other tensor of the frame (``DISTINCT``, one set of
-   ids per call), so a call passing one tensor twice misses the cache.
+   guarded distinct from the frame tensors keyed before it (``DISTINCT``, one set
+   of ids per call), so a call passing one tensor twice misses the cache.
 3. *Frames.* A dict (or set) from the frame whose keys are constants or such
    objects is a ``DictVariable`` (``SetVariable``): its type and length guarded,
    each key read through ``tuple(d)[i]`` (a constant key guarded by value, an
@@ -160,16 +160,16 @@ def object_key(tx: Tx, vt: VariableTracker) -> ObjectKey:
 
 
 def _guard_distinct(tx: Tx, vt: VariableTracker) -> None:
-    """A frame tensor used as a key is no other frame tensor (tables told them apart)."""
+    """A frame tensor used as a key is no other frame tensor used as one (tables told
+    them apart): each guarded distinct from those keyed before it, once."""
     from bytegraph.variables.tensor import TensorVariable
 
-    if not isinstance(vt, TensorVariable) or vt.source is None:
+    keyed = tx.output.keyed_tensors
+    if not isinstance(vt, TensorVariable) or vt.source is None or vt.source in keyed:
         return
-    others = tuple(
-        t.source for t in tx.output.tensor_by_id.values() if t is not vt and t.source is not None
-    )
-    if others:
-        tx.output.add_guard(GuardKind.DISTINCT, vt.source, others)
+    if keyed:
+        tx.output.add_guard(GuardKind.DISTINCT, vt.source, tuple(keyed))
+    keyed[vt.source] = vt
 
 
 def table_key(tx: Tx, vt: VariableTracker, constant: Any) -> Any:
