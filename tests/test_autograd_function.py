@@ -120,7 +120,18 @@ def test_apply_in_a_module_gives_parameter_gradients(backend: str) -> None:
 def test_no_input_requires_grad_nor_grad_mode() -> None:
     check(scaled_sin, (torch.randn(4), torch.randn(4)))
     with torch.no_grad():
-        check(scaled_sin, (torch.randn(4, requires_grad=True), torch.randn(4)))
+        counting = check(scaled_sin, (torch.randn(4, requires_grad=True), torch.randn(4)))
+    # Under no_grad eager runs only the forward: its ops are the graph's (as torch.compile
+    # records them), no autograd_function_apply node.
+    assert autograd_function_apply not in counting.targets()
+    assert any(n.target == "sin" for g in counting.graphs for n in g.graph.nodes)
+
+
+def test_under_no_grad_the_backward_is_not_traced() -> None:
+    """A backward bytegraph cannot trace breaks at ``apply`` with grad enabled; under
+    no_grad eager never runs it, so it costs nothing (one graph)."""
+    with torch.no_grad():
+        check(data_dependent, (torch.randn(4),))
 
 
 class DataDependentBackward(torch.autograd.Function):

@@ -24,6 +24,9 @@ AOTAutograd and Inductor run and differentiate it like the original.
    one gradient per input of ``fwd`` (None for non-tensor arguments and for
    the forward's free variables, which eager does not differentiate either).
 
+Under no_grad the forward is inlined into the graph and the backward, which
+eager never runs there, is not traced.
+
 Anything the trace cannot follow in either method (a data-dependent branch,
 ``mark_dirty``, ``set_materialize_grads(False)``, a forward returning its
 input) is an Unsupported with the inner reason: ``apply`` then runs in Python
@@ -132,6 +135,8 @@ def _apply(
     name = cls.__qualname__
     tensors = [a for a in args if isinstance(a, TensorVariable)]
     grad_enabled = torch.is_grad_enabled()
+    if not grad_enabled:
+        return _apply_without_grad(tx, cls, forward, setup, args)
     needs_grad = tuple(
         grad_enabled and isinstance(a, TensorVariable) and a.example.requires_grad for a in args
     )
@@ -184,6 +189,30 @@ def _apply(
         trace.outputs, requires_grad,
     )
     return fwd.rebuild(results)
+
+
+def _apply_without_grad(
+    tx: Tx, cls: type, forward: VariableTracker, setup: VariableTracker | None,
+    args: list[VariableTracker],
+) -> VariableTracker:
+    """``Fn.apply`` under no_grad: eager runs the forward (and ``setup_context``) and
+    never the backward, so the forward's ops go straight into the graph (as
+    torch.compile records them), and the backward is not traced at all."""
+    ctx = CtxVariable(cls, tuple(False for _ in args),
+                      mutation_type=tx.output.side_effects.new_mutation(AttributeMutationNew))
+    if setup is None:
+        result = forward.call_function(tx, [ctx, *args], {})
+    else:
+        result = forward.call_function(tx, args, {})
+        setup.call_function(tx, [ctx, TupleVariable(tuple(args)), result], {})
+    items = [result] if isinstance(result, TensorVariable) else None
+    if isinstance(result, TupleVariable):
+        items = list(result.items_now(tx))
+    if not items or not all(isinstance(i, TensorVariable) and i.source is None for i in items):
+        # eager hands back a new alias of a returned input, not the input itself
+        raise Unsupported("higher_order_call", f"{cls.__qualname__}.forward returned {result}: "
+                          "traced, a forward returns new tensors")
+    return result
 
 
 def _forward_outputs(tx: Tx, result: VariableTracker, name: str) -> list[TensorVariable]:
