@@ -28,6 +28,7 @@ from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.numpy import NdarrayVariable, ndarray_to_tensor
 from bytegraph.variables.tensor import TensorVariable, tensor_op
+from bytegraph.variables.torch_checks import call_torch_check, is_torch_check
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -152,7 +153,7 @@ def is_trace_time_function(value: Any) -> bool:
     try:
         return (
             value in _TRACE_TIME or value in _CONSTANT_CONSTRUCTORS or value in _GUARDED_STATE
-            or value in _HAS_TORCH_FUNCTION
+            or value in _HAS_TORCH_FUNCTION or is_torch_check(value)
         )
     except TypeError:  # unhashable
         return False
@@ -210,6 +211,8 @@ class TorchFunctionVariable(PythonValueVariable):
     ) -> VariableTracker:
         from bytegraph.variables.builder import wrap_constant_result
 
+        if is_torch_check(self.value):
+            return call_torch_check(tx, self.value, args, kwargs)
         fold = _TRACE_TIME.get(self.value)
         if fold is not None and not kwargs:
             return ConstantVariable(fold(args))
