@@ -73,7 +73,7 @@ def _loggable(value: Any) -> bool:
     return False
 
 
-def _constant_argument(tx: Tx, vt: VariableTracker, what: str) -> Any:
+def constant_argument(tx: Tx, vt: VariableTracker, what: str) -> Any:
     from bytegraph.variables.containers import python_constant
 
     try:
@@ -107,8 +107,8 @@ class DeferredLogCallVariable(VariableTracker):
             raise Unsupported(
                 "side_effect_in_higher_order_body", f"{what} inside a higher-order op"
             )
-        consts = tuple(_constant_argument(tx, a, what) for a in args)
-        const_kwargs = {k: _constant_argument(tx, v, what) for k, v in kwargs.items()}
+        consts = tuple(constant_argument(tx, a, what) for a in args)
+        const_kwargs = {k: constant_argument(tx, v, what) for k, v in kwargs.items()}
         self._check_keywords(what, const_kwargs)
         tx.output.side_effects.record_call(self, consts, const_kwargs)
         return ConstantVariable(None)

@@ -12,7 +12,9 @@ call. bytegraph keeps eager's cache instead:
   a tensor from outside be in the graph so far (the function would read the real
   objects, globals and tensors, which do not have the trace's changes yet),
   unless the call is certainly a cache hit, which runs nothing (a call without
-  arguments whose cache holds its one entry);
+  arguments whose cache holds its one entry), or is a logger's log-once helper,
+  which is then recorded and made after the graph, in order with the replayed
+  mutations;
 * the real wrapper is called once, at trace time: a miss runs the function
   then (its output, a first ``warning_once`` message, appears while the trace
   runs, once, as in eager), a hit changes nothing;
@@ -32,12 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import TOP_SCOPE
 from bytegraph.variables.base import VariableTracker
-from bytegraph.variables.constant import is_constant_value
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
@@ -76,6 +79,9 @@ class LruCacheFunctionVariable(VariableTracker):
             )
         pending = tx.output.side_effects.has_replay or tx.output.writes_inputs
         if pending and not _certain_hit(self.wrapper, self.receiver, args, kwargs):
+            deferred = _defer_log_once(tx, self, args, kwargs)
+            if deferred is not None:
+                return deferred
             raise _refuse(
                 f"{name}(): the trace has pending mutations (or in-place writes into tensors "
                 "from outside) the call would not see"
@@ -103,6 +109,30 @@ def _certain_hit(wrapper: Any, receiver: VariableTracker | None, args: list, kwa
     if receiver is not None or args or kwargs:
         return False
     return wrapper.cache_info().currsize > 0
+
+
+def _defer_log_once(
+    tx: Tx, fn: LruCacheFunctionVariable, args: list, kwargs: dict
+) -> VariableTracker | None:
+    """A logger's log-once helper (Hugging Face's ``logger.warning_once(msg)``) called
+    with mutations pending: recorded as a call the generated code makes after the
+    graph, in order with the replayed mutations, so it reads the state eager's call
+    reads; its first run logs and later ones hit the cache, as in eager. It returns
+    None, as a log call does. None if ``fn`` is no such helper."""
+    from bytegraph.variables.logging_calls import DeferredLogCallVariable, constant_argument
+
+    logger = getattr(fn.receiver, "value", None)
+    name = getattr(fn.wrapper, "__name__", "")
+    if not isinstance(logger, logging.Logger) or not name.endswith("_once"):
+        return None
+    if getattr(type(logger), name, None) is not fn.wrapper:
+        return None
+    call = DeferredLogCallVariable(fn.receiver, name)
+    what = f"Logger.{name}()"
+    consts = tuple(constant_argument(tx, a, what) for a in args)
+    const_kwargs = {k: constant_argument(tx, v, what) for k, v in kwargs.items()}
+    tx.output.side_effects.record_call(call, consts, const_kwargs)
+    return ConstantVariable(None)
 
 
 def _refuse(detail: str) -> Unsupported:
