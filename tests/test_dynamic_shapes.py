@@ -386,3 +386,18 @@ def test_a_storage_offset_read_is_never_stale(backend) -> None:
     inputs = [base.view(-1)[1:5], base.view(-1)[2:6], *_growing(3)]
     inputs += [base[:, n : 2 * n] for n in (2, 3, 4)]
     _same_at_every_call(offset_times, compiled, inputs)
+
+
+def moved_to_float(x, layer):
+    layer = layer.to(torch.float32)  # nn.Module.to reads torch._C._nn._parse_to's dtype
+    return layer(x)
+
+
+def test_an_op_returning_a_dtype_in_a_dynamic_trace(counting_backend) -> None:
+    """In a dynamic trace the check for data-dependent results looked for symbols in a
+    dtype: an internal error (Switch Transformers' router calls ``self.classifier.to``)."""
+    layer = torch.nn.Linear(3, 2)
+    compiled = bytegraph.compile(moved_to_float, backend=counting_backend, dynamic=True)
+    for rows in (2, 5):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(compiled(x, layer), moved_to_float(x, layer))

@@ -177,7 +177,13 @@ def _run_fake_uncached(fake_mode: Any, kind: str, target: Any, args: tuple, kwar
         ) from e
     env = fake_mode.shape_env
     captures = env.allow_scalar_outputs or env.allow_dynamic_output_shape_ops
-    if not captures and free_unbacked_symbols(result):  # a size or value the data decides
+    # Only tensors and symbolic numbers hold symbols (a dtype among the results, as
+    # ``torch._C._nn._parse_to`` returns, is no sympy expression).
+    symbolic = [
+        leaf for leaf in torch.utils._pytree.tree_leaves(result)
+        if isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
+    ]
+    if not captures and free_unbacked_symbols(symbolic):  # a size or value the data decides
         raise Unsupported(
             "data_dependent_result", f"{name} gives a result the tensor's data decides"
         )
