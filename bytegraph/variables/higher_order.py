@@ -21,8 +21,9 @@ run and differentiate it. For each op:
    the body outputs' metadata, and rebuild the structure the body returned.
 
 Operators of torch.func and torch.autograd.Function live in
-``func_transforms.py`` and ``autograd_function.py``; this module holds the
-shared machinery, ``torch.cond``, ``map`` and ``checkpoint``. ``while_loop``
+``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
+``scans.py``; this module holds the shared machinery, ``torch.cond``, ``map``
+and ``checkpoint``. ``while_loop``
 is not captured (its graph form fails in torch's own eager run and needs a
 shape environment under AOTAutograd): a call is a break, run in Python.
 """
@@ -388,9 +389,10 @@ def _registry() -> dict[int, type[VariableTracker]]:
         id(torch.utils.checkpoint.checkpoint): CheckpointVariable,
         id(sys.modules["torch._higher_order_ops.map"].map): MapVariable,
     }
-    from bytegraph.variables import func_transforms
+    from bytegraph.variables import func_transforms, scans
 
     table.update(func_transforms.REGISTRY)
+    table.update(scans.REGISTRY)
     return table
 
 
