@@ -31,6 +31,7 @@ import json
 import multiprocessing
 import os
 import platform
+import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection, wait
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     import transformers
 
     archs = select(opts)
-    meta = {"torch": torch.__version__, "transformers": transformers.__version__,
+    meta = {"commit": _commit(), "torch": torch.__version__,
+            "transformers": transformers.__version__,
             "python": platform.python_version(), "jobs": opts.jobs, "timeout": opts.timeout,
             "models": len(archs), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     rows: list[dict[str, Any]] = []
@@ -232,6 +234,16 @@ def main(argv: list[str] | None = None) -> None:
         write(opts.out, meta, rows)
     report(rows)
     print(f"\n{len(rows)} architectures in {meta['seconds']:.0f} s; rows in {opts.out}")
+
+
+def _commit() -> str:
+    """The measured checkout's commit, when it is a git checkout."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def progress(row: dict[str, Any]) -> str:
