@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     import transformers
 
+    transformers.logging.set_verbosity_error()  # default configs of sub-models warn
     archs = select(opts)
     meta = {"commit": _commit(), "torch": torch.__version__,
             "transformers": transformers.__version__,

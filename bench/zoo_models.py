@@ -331,7 +331,8 @@ def _image_sides(config: Any) -> tuple[int, int]:
     side = _find(config, "image_size")
     if isinstance(side, (list, tuple)) and len(side) == 2 and all(_is_int(s) for s in side):
         return side[0], side[1]
-    return (side, side) if _is_int(side) and side > 0 else (IMAGE, IMAGE)
+    # no size in the config: big enough for five stride-2 stages of a convolutional backbone
+    return (side, side) if _is_int(side) and side > 0 else (IMAGE * 2, IMAGE * 2)
 
 
 def pixel_values(config: Any, generator: torch.Generator) -> torch.Tensor:
