@@ -43,7 +43,10 @@ from torch import nn  # noqa: E402
 import bytegraph  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_compile import per_call_times, print_table, ratio, warm_up  # noqa: E402
+
+from bench.zoo_worker import CountingBackend  # noqa: E402
 
 # -- models -----------------------------------------------------------------------------
 
@@ -187,22 +190,6 @@ MODELS = [
 ]
 
 # -- the two systems --------------------------------------------------------------------
-
-
-class CountingBackend:
-    """Records each GraphModule it receives and runs it as is."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def ops(self) -> int:
-        kinds = ("call_function", "call_method", "call_module")
-        return sum(1 for gm in self.graphs for node in gm.graph.nodes if node.op in kinds)
 
 
 def _reset_dynamo() -> None:
