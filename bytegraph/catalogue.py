@@ -158,12 +158,14 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "dataclasses.replace or object.__new__/__init__ on values it does not fit",
        "build the object outside the compiled function"),
     _E("B120", "higher_order_call", "unsupported_call",
-       "a higher-order op (torch.cond, while_loop, map, checkpoint, a torch.func "
-       "transform, an autograd.Function) called in a form bytegraph does not capture: "
-       "an argument it does not take in a graph, branches whose outputs differ, a body "
-       "returning something other than tensors",
+       "a higher-order op (torch.cond, while_loop, map, checkpoint, associative_scan, "
+       "a torch.func transform, an autograd.Function) called in a form bytegraph does not "
+       "capture: an argument it does not take in a graph, branches whose outputs differ, a "
+       "body returning something other than tensors, a combine_fn returning another "
+       "structure than its inputs",
        "call the op as its documentation shows (tensor operands, use_reentrant=False for "
-       "checkpoint), or accept the break: the op then runs in Python"),
+       "checkpoint, combine_mode='generic' for associative_scan on CPU), or accept the "
+       "break: the op then runs in Python"),
     # -- B2xx: values the data decides -------------------------------------------------
     _E("B201", "data_dependent_branch", "data_dependent",
        "Python control flow depends on a tensor's values (if t.any():, bool(t), "
