@@ -138,3 +138,19 @@ def test_dynamic_scan_length() -> None:
             for got, expected in zip(compiled(a, b), selective_scan(a, b), strict=True):
                 torch.testing.assert_close(got, expected)
         assert 1 <= len(counting.graphs) <= most
+
+
+def one_dimensional(x):
+    return associative_scan(lambda a, b: torch.maximum(a, b) * 1.0, x, dim=0,
+                            combine_mode="generic")
+
+
+def test_one_dimensional_xs_is_eagers_error() -> None:
+    # torch's generic mode fails on some combines of 0-d slices (this one): 1-d xs are
+    # left to Python, which raises eager's own error (a graph would raise it in the backend).
+    x = torch.randn(5)
+    assert "1-d xs" in str(refused(one_dimensional, x))
+    with pytest.raises(IndexError):
+        one_dimensional(x)
+    with pytest.raises(IndexError):
+        bytegraph.compile(one_dimensional, backend="aot_eager")(x)

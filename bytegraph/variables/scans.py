@@ -20,11 +20,13 @@ variables as unbatched extra arguments). Eager runs it as the user's call runs;
 AOTAutograd and Inductor trace through it into aten ops, backward included (the
 HOP form, ``torch.ops.higher_order.associative_scan``, is not what eager runs in
 this mode, Inductor cannot lower it on CPU, and its autograd refuses lifted
-free variables). Everything else is a break with the reason, and Python runs
-the call: the pointwise mode (eager's ValueError on CPU; on CUDA eager compiles
-the HOP itself), a scan of length 0 or 1 (eager raises, or returns views of
-``xs``), a symbolic scan length, leaves of different scan lengths, a combine
-function returning another structure (eager's own error, or its result).
+free variables). A symbolic scan length is left symbolic: eager runs any length,
+and AOTAutograd guards on the lengths torch's scan branches on. Everything else
+is a break with the reason, and Python runs the call: the pointwise mode
+(eager's ValueError on CPU; on CUDA eager compiles the HOP itself), a 1-d xs
+(torch's generic mode raises), a scan of length 0 or 1 (eager raises, or
+returns views of ``xs``), leaves of different scan lengths, a combine function
+returning another structure (eager's own error, or its result).
 """
 
 from __future__ import annotations
@@ -138,8 +140,10 @@ class AssociativeScanVariable(PythonValueVariable):
         if not leaves:
             raise Unsupported("higher_order_call", f"{WHAT} of no tensor")
         ndim = leaves[0].example.dim()
-        if not -max(ndim, 1) <= dim < max(ndim, 1) or any(t.example.dim() <= dim % max(ndim, 1)
-                                                           for t in leaves):
+        if any(t.example.dim() < 2 for t in leaves):
+            # torch's generic mode fails on slices of no dimension (an IndexError in eager).
+            raise Unsupported("higher_order_call", f"{WHAT} in generic mode of a 0-d or 1-d xs")
+        if not -ndim <= dim < ndim or any(t.example.dim() <= dim % ndim for t in leaves):
             raise Unsupported("higher_order_call", f"{WHAT}'s dim {dim} is out of range")
         dim = dim % ndim
         lengths = [t.example.shape[dim] for t in leaves]
