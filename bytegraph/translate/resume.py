@@ -477,10 +477,11 @@ def _tail_plan(
 
 
 def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
-    """The slot of a user function or nn.Module called by ``inst`` (its body is what
-    broke): the Python part calls its compiled wrapper instead (``emit_break``)."""
+    """The slot of a user function, method or nn.Module called by ``inst`` (its body is
+    what broke): the Python part calls its compiled wrapper instead (``emit_break``)."""
     from bytegraph.variables.functions import UserFunctionVariable
     from bytegraph.variables.nn_module import NNModuleVariable
+    from bytegraph.variables.user_defined import UserMethodVariable
 
     if inst.opname in ("CALL", "CALL_KW"):  # CALL_KW (3.13) has the names on top
         slot = len(stack) - inst.arg - 2 - (inst.opname == "CALL_KW")
@@ -493,6 +494,8 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
     vt = stack[slot]
     if isinstance(vt, NNModuleVariable):
         return slot
+    if isinstance(vt, UserMethodVariable):  # ``obj.method(...)``: the router binds its wrapper
+        vt = vt.fn
     if not isinstance(vt, UserFunctionVariable) or _is_standard_library(vt.fn.__code__.co_filename):
         return None
     if not vt.by_identity:  # a compiled wrapper is made for one function object

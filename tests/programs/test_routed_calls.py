@@ -255,6 +255,33 @@ def whole_frame_in_python_routes_its_calls(x, log):
     return _handle_then_call(x, log)
 
 
+def _breaks_on_data(t):
+    y = t.sin()
+    if y.sum() > 0:  # a data-dependent branch: a break inside the method below
+        y = y + 1
+    return y * 2
+
+
+class Encoder:
+    def encode(self, t, **options):
+        return _breaks_on_data(t.cos()).exp()
+
+
+ENCODER = Encoder()
+
+
+@add(t3, graphs=4)
+def method_whose_body_breaks_is_compiled(x, log):
+    # g1 cos (the method, compiled at the call); g2 sin, sum; g3 + 1, * 2; g4 exp
+    return ENCODER.encode(x)
+
+
+@add(t3, graphs=4)
+def method_called_with_keywords_whose_body_breaks(x, log):
+    options = {"scale": 2}
+    return ENCODER.encode(x, **options)  # CALL_FUNCTION_EX
+
+
 @pytest.mark.parametrize("prog", list(corpus), ids=lambda p: p.name)
 def test_routed_program(prog, differential, counting_backend) -> None:
     check_program(prog, differential, counting_backend)
