@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_compile import per_call_times, print_table, ratio, warm_up  # noqa: E402
 
-from bench.zoo_worker import CountingBackend  # noqa: E402
+from bench.zoo_worker import CountingBackend, tensors  # noqa: E402
 
 # -- models -----------------------------------------------------------------------------
 
@@ -218,25 +218,14 @@ def count_breaks(system: str, module: nn.Module, inputs: dict[str, Any]) -> int:
 # -- one model --------------------------------------------------------------------------
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors of an output: a tensor, tuples, lists, dicts and ModelOutputs."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
 def _run(model: Model, module: nn.Module, call: Callable[..., Any], inputs: dict[str, Any]):
     """Outputs (and gradients when training) of one seeded call."""
     torch.manual_seed(1)
     if not model.training:
         with torch.no_grad():
-            return _tensors(call(**inputs))
+            return tensors(call(**inputs))
     module.zero_grad(set_to_none=True)
-    outputs = _tensors(call(**inputs))
+    outputs = tensors(call(**inputs))
     sum(o.float().sum() for o in outputs if o.requires_grad).backward()
     grads = [p.grad for p in module.parameters() if p.grad is not None]
     return [o.detach() for o in outputs] + grads

@@ -45,6 +45,7 @@ from bench.zoo_worker import (  # noqa: E402
     NotBuilt,
     describe,
     prepare,
+    same,
     setup_process,
     tensors,
 )
@@ -83,17 +84,6 @@ def _step(model: torch.nn.Module, call: Any, inputs: dict[str, Any]) -> list[tor
     return [t.detach().clone() for t in outputs] + [g.clone() for g in grads]
 
 
-def _same(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> str | None:
-    if len(actual) != len(expected):
-        return f"{len(actual)} tensors, eager has {len(expected)}"
-    for i, (a, e) in enumerate(zip(actual, expected)):
-        try:
-            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)
-        except AssertionError as error:
-            return f"tensor {i}: {str(error).splitlines()[0]}"
-    return None
-
-
 def train_row(name: str) -> dict[str, Any]:
     arch = next(a for a in architectures() if a.name == name)
     row: dict[str, Any] = {"name": name, "family": arch.family}
@@ -112,7 +102,7 @@ def train_row(name: str) -> dict[str, Any]:
             compiled = _compiler(system)(model, backend=backend)
             actual = _step(model, compiled, prepared.inputs)
             result.update(ran=True, graphs=len(backend.graphs), ops=backend.ops)
-            mismatch = _same(actual, expected)
+            mismatch = same(actual, expected, rtol=1e-4, atol=1e-5)  # gradients too
             result["equal"] = mismatch is None
             if mismatch:
                 result["mismatch"] = mismatch

@@ -93,13 +93,15 @@ def call(fn: Callable[..., Any], inputs: dict[str, Any]) -> list[torch.Tensor]:
         return [t.detach().clone() for t in tensors(fn(**inputs))]
 
 
-def same(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> str | None:
-    """None when equal; else what differs."""
+def same(
+    actual: list[torch.Tensor], expected: list[torch.Tensor], **tolerance: float
+) -> str | None:
+    """None when equal (``assert_close``, with ``tolerance`` if given); else what differs."""
     if len(actual) != len(expected):
         return f"{len(actual)} output tensors, eager has {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
         try:
-            torch.testing.assert_close(a, e, equal_nan=True)
+            torch.testing.assert_close(a, e, equal_nan=True, **tolerance)
         except AssertionError as error:
             return f"output {i}: {first_line(error)}"
     return None

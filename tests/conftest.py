@@ -217,3 +217,13 @@ def counting_backend() -> CountingBackend:
 @pytest.fixture
 def differential(counting_backend: CountingBackend) -> Differential:
     return Differential(counting_backend)
+
+
+@pytest.fixture
+def quiet_transformers() -> Iterator[None]:
+    """transformers' logging at error level for one test (tiny configs trip warnings)."""
+    transformers = pytest.importorskip("transformers")
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    yield
+    transformers.logging.set_verbosity(verbosity)

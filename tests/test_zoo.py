@@ -25,12 +25,7 @@ from bench.zoo_worker import measure_row  # noqa: E402
 ARCHITECTURES = ["bert", "gpt2", "t5", "vit", "wav2vec2", "whisper", "mixtral", "clip"]
 
 
-@pytest.fixture(autouse=True)
-def _quiet_transformers():
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    yield
-    transformers.logging.set_verbosity(verbosity)
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True)
-def _quiet_transformers():
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    yield
-    transformers.logging.set_verbosity(verbosity)
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 def deberta_v2_classifier():
