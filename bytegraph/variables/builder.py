@@ -73,7 +73,6 @@ from bytegraph.variables.logging_calls import (
     module_log_function,
 )
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
-from bytegraph.variables.made_modules import unwrapped_torch_compile_patch
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.numpy_frame import wrap_numpy_object, wrap_numpy_value
@@ -341,9 +340,6 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     if isinstance(value, types.FunctionType) and _made_per_call(value, source):
         return _wrap_by_code(tx, value, source)
     tx.output.add_guard(GuardKind.ID_MATCH, source, value)
-    unwrapped = unwrapped_torch_compile_patch(value)
-    if unwrapped is not None:
-        return UserFunctionVariable(unwrapped)
     if _hashes_in_user_code(value):
         # Every registry below is a hashed lookup: none holds such an object, and
         # asking would run (and count) its __hash__ at trace time.

@@ -144,6 +144,19 @@ class UserFunctionVariable(BaseFunctionVariable):
             raise Unsupported("not_a_constant", f"the identity of {self.fn.__qualname__}")
         return self.fn
 
+    def call_function(
+        self,
+        tx: InstructionTranslatorBase,
+        args: list[VariableTracker],
+        kwargs: dict[str, VariableTracker],
+    ) -> VariableTracker:
+        from bytegraph.variables.made_modules import unwrapped_torch_compile_patch
+
+        unwrapped = unwrapped_torch_compile_patch(self.fn)  # however it was reached
+        if unwrapped is not None:
+            return UserFunctionVariable(unwrapped).call_function(tx, args, kwargs)
+        return super().call_function(tx, args, kwargs)
+
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         from bytegraph.variables.builder import wrap, wrap_constant_result
 
