@@ -48,6 +48,8 @@ def _tensors(value: Any) -> list[torch.Tensor]:
         return [value]
     if isinstance(value, (tuple, list)):
         return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
     return []
 
 

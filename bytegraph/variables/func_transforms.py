@@ -26,6 +26,7 @@ import torch.func
 
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
+from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.functional_call import FunctionalCallVariable
 from bytegraph.variables.higher_order import (
     Body,
@@ -36,6 +37,12 @@ from bytegraph.variables.higher_order import (
     speculate,
 )
 from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.transform_arguments import (
+    TransformCall,
+    has_constants,
+    leaf_dims,
+    leaf_indices,
+)
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
@@ -49,26 +56,53 @@ def apply_vmap(body: Any, in_dims: tuple, out_dims: Any, randomness: str, chunk_
     )(*args)
 
 
-def _first(body: Any) -> Any:
-    return lambda *args: body(*args)[0]
+def _transformed(transform: Any, body: Any, argnums: tuple, has_aux: bool, args: tuple) -> Any:
+    """``transform`` applied to the body's first output (the rest of its outputs are
+    the aux with ``has_aux``), called on ``args``."""
+    if has_aux:
+        def function(*inputs: Any) -> Any:
+            out = body(*inputs)
+            return out[0], tuple(out[1:])
+        return transform(function, argnums=argnums, has_aux=True)(*args)
+    return transform(lambda *inputs: body(*inputs)[0], argnums=argnums)(*args)
 
 
-def apply_grad(body: Any, argnums: Any, *args: Any) -> tuple:
-    grads = torch.func.grad(_first(body), argnums=argnums)(*args)
-    return grads if isinstance(grads, tuple) else (grads,)
+def _flat(result: Any, has_aux: bool) -> tuple:
+    """A transform's per-argument results, then its aux outputs, as one tuple."""
+    results, aux = result if has_aux else (result, ())
+    return (*results, *aux)
 
 
-def apply_grad_and_value(body: Any, argnums: Any, *args: Any) -> tuple:
-    grads, value = torch.func.grad_and_value(_first(body), argnums=argnums)(*args)
-    return (*(grads if isinstance(grads, tuple) else (grads,)), value)
+def apply_grad(body: Any, argnums: tuple, has_aux: bool, *args: Any) -> tuple:
+    return _flat(_transformed(torch.func.grad, body, argnums, has_aux, args), has_aux)
 
 
-def apply_jacrev(body: Any, argnums: int, *args: Any) -> tuple:
-    return (torch.func.jacrev(_first(body), argnums=argnums)(*args),)
+def apply_grad_and_value(body: Any, argnums: tuple, has_aux: bool, *args: Any) -> tuple:
+    grads, value = _transformed(torch.func.grad_and_value, body, argnums, has_aux, args)
+    value, aux = value if has_aux else (value, ())
+    return (*grads, value, *aux)
 
 
-def apply_jacfwd(body: Any, argnums: int, *args: Any) -> tuple:
-    return (torch.func.jacfwd(_first(body), argnums=argnums)(*args),)
+def apply_jacrev(body: Any, argnums: tuple, has_aux: bool, *args: Any) -> tuple:
+    return _flat(_transformed(torch.func.jacrev, body, argnums, has_aux, args), has_aux)
+
+
+def apply_jacfwd(body: Any, argnums: tuple, has_aux: bool, *args: Any) -> tuple:
+    return _flat(_transformed(torch.func.jacfwd, body, argnums, has_aux, args), has_aux)
+
+
+def apply_jvp(body: Any, n_primals: int, has_aux: bool, n_aux: int, *args: Any) -> tuple:
+    """``torch.func.jvp`` of the body, whose last ``n_aux`` outputs are the aux."""
+    primals, tangents = args[:n_primals], args[n_primals:2 * n_primals]
+    free = args[2 * n_primals:]
+
+    def function(*inputs: Any) -> Any:
+        out = tuple(body(*inputs, *free))
+        main = out[:len(out) - n_aux]
+        return (main, out[len(out) - n_aux:]) if has_aux else main
+
+    result = torch.func.jvp(function, primals, tangents, has_aux=has_aux)
+    return (*result[0], *result[1], *(result[2] if has_aux else ()))
 
 
 def apply_body(body: Any, *args: Any) -> tuple:
@@ -96,6 +130,12 @@ class FuncTransformVariable(PythonValueVariable):
         if len(extra) > len(names):
             raise Unsupported("higher_order_call", f"{self.value.__name__}() arguments {args}")
         options.update({n: a.as_python_constant() for n, a in zip(names, extra)})
+        if self.value is torch.func.hessian:  # hessian(f) is jacfwd(jacrev(f)), as in torch
+            by_argnums = (("argnums", options.pop("argnums", 0)),)
+            if options:
+                raise Unsupported("higher_order_call", f"torch.func.hessian options {options}")
+            inner = TransformedFunctionVariable(torch.func.jacrev, args[0], by_argnums)
+            return TransformedFunctionVariable(torch.func.jacfwd, inner, by_argnums)
         return TransformedFunctionVariable(self.value, args[0], tuple(sorted(options.items())))
 
 
@@ -111,16 +151,12 @@ class TransformedFunctionVariable(VariableTracker):
         return type(lambda: None)
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        if kwargs or not all(isinstance(a, TensorVariable) for a in args):
-            raise Unsupported(
-                "higher_order_call",
-                f"{self.transform.__name__}(fn)(...) with arguments other than positional "
-                "tensors",
-            )
+        name = f"torch.func.{self.transform.__name__}"
+        call = TransformCall.of(tx, name, args, kwargs)
         options = dict(self.options)
         if self.transform is torch.func.vmap:
-            return _vmap(tx, self.fn, args, options)
-        return _differentiate(tx, self.transform, self.fn, args, options)
+            return _vmap(tx, self.fn, call, options)
+        return _differentiate(tx, self.transform, self.fn, call, options)
 
 
 _POSITIONAL: dict[Any, tuple[str, ...]] = {
@@ -129,6 +165,7 @@ _POSITIONAL: dict[Any, tuple[str, ...]] = {
     torch.func.grad_and_value: ("argnums", "has_aux"),
     torch.func.jacrev: ("argnums", "has_aux"),
     torch.func.jacfwd: ("argnums", "has_aux"),
+    torch.func.hessian: ("argnums",),
 }
 REGISTRY: dict[int, type[VariableTracker]] = {
     id(fn): FuncTransformVariable for fn in _POSITIONAL
@@ -154,8 +191,7 @@ class VjpVariable(PythonValueVariable):
             raise Unsupported("higher_order_call", "torch.func.vjp(fn, *primals) with primals "
                               "other than positional tensors")
         fn, primals = args[0], list(args[1:])
-        examples = [input_example(tx.output, a.example) for a in primals]
-        body = _trace(tx, "torch.func.vjp", fn, primals, examples)
+        body = _trace(tx, "torch.func.vjp", fn, TransformCall.of(tx, "torch.func.vjp", primals, {}))
         graph = install(tx, "vjp_body", body)
         outputs = call_op(tx, apply_body, (graph, *(a.node for a in primals), *body.lifted()),
                           {}, body.outputs)
@@ -200,44 +236,109 @@ class VjpFunctionVariable(VariableTracker):
 REGISTRY[id(torch.func.vjp)] = VjpVariable
 
 
-def _trace(tx: Tx, what: str, fn: VariableTracker, args: list, examples: list) -> Body:
-    body = speculate(tx, what, list(zip(args, examples)),
-                     lambda body_args: fn.call_function(tx, body_args, {}))
+# -- jvp ------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class JvpVariable(PythonValueVariable):
+    """``torch.func.jvp(fn, primals, tangents)``: one node computing the body's outputs
+    and their tangents (and its aux, with ``has_aux``)."""
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        from bytegraph.variables.containers import BaseSequenceVariable, TupleVariable
+
+        what = "torch.func.jvp"
+        bound = dict(zip(("func", "primals", "tangents"), args), **kwargs)
+        options = {k: bound.pop(k).as_python_constant() for k in ("strict", "has_aux")
+                   if k in bound}
+        if len(args) > 3 or set(bound) != {"func", "primals", "tangents"} or options.get(
+            "strict"
+        ) or not all(isinstance(bound[k], BaseSequenceVariable) for k in ("primals", "tangents")):
+            raise Unsupported("higher_order_call", f"{what} with arguments {sorted(bound)}, "
+                              f"{options}")
+        has_aux = bool(options.get("has_aux", False))
+        primals = TransformCall.of(tx, what, bound["primals"].items_now(tx), {})
+        tangents = TransformCall.of(tx, what, bound["tangents"].items_now(tx), {})
+        if primals.skeleton != tangents.skeleton or has_constants(primals.skeleton):
+            raise Unsupported("higher_order_call",
+                              f"{what} with tangents unlike the primals, or non-tensors")
+        body = _trace(tx, what, bound["func"], primals)
+        structure = body.structure
+        if has_aux and not (structure[0] is tuple and len(structure[1]) == 2):
+            raise Unsupported("higher_order_call", f"{what} has_aux of a function not "
+                              "returning a pair")
+        n_aux = _tensor_count(structure[1][1]) if has_aux else 0
+        n_main = len(body.outputs) - n_aux
+        main, aux = body.outputs[:n_main], body.outputs[n_main:]
+        grad = any(t.example.requires_grad for t in (*primals.leaves, *tangents.leaves))
+        like = [*main, *(_Shaped(tx, tuple(t.example.shape), t, grad) for t in main), *aux]
+        graph = install(tx, "jvp_body", body)
+        outputs = call_op(
+            tx, apply_jvp,
+            (graph, len(primals.leaves), has_aux, n_aux, *(a.node for a in primals.leaves),
+             *(a.node for a in tangents.leaves), *body.lifted()), {}, like,
+        )
+        values, derivatives, rest = (outputs[:n_main], outputs[n_main:2 * n_main],
+                                     outputs[2 * n_main:])
+        if not has_aux:
+            return TupleVariable((body.rebuild(values), body.rebuild(derivatives)))
+        pair, tangent_pair = body.rebuild([*values, *rest]), body.rebuild([*derivatives, *rest])
+        return TupleVariable((pair.items[0], tangent_pair.items[0], pair.items[1]))
+
+
+def _tensor_count(structure: tuple) -> int:
+    if structure[0] in ("tensor", "constant"):
+        return int(structure[0] == "tensor")
+    parts = [part for _, part in structure[1]] if structure[0] == "dict" else structure[1]
+    return sum(_tensor_count(part) for part in parts)
+
+
+REGISTRY[id(torch.func.jvp)] = JvpVariable
+
+
+def _trace(tx: Tx, what: str, fn: VariableTracker, call: TransformCall) -> Body:
+    return _trace_on(tx, what, fn, call,
+                     [input_example(tx.output, a.example) for a in call.leaves])
+
+
+def _trace_on(tx: Tx, what: str, fn: VariableTracker, call: TransformCall,
+              examples: list) -> Body:
+    body = speculate(tx, what, list(zip(call.leaves, examples)),
+                     lambda leaves: fn.call_function(tx, *call.variables_of(leaves)))
     refuse_aliasing(body, what)
     return body
 
 
 # -- vmap -----------------------------------------------------------------------------------------
-def _vmap(tx: Tx, fn: VariableTracker, args: list, options: dict) -> VariableTracker:
+def _vmap(tx: Tx, fn: VariableTracker, call: TransformCall, options: dict) -> VariableTracker:
     in_dims = options.pop("in_dims", 0)
     out_dims = options.pop("out_dims", 0)
     randomness = options.pop("randomness", "error")
     chunk_size = options.pop("chunk_size", None)
-    if options:
-        raise Unsupported("higher_order_call", f"vmap options {sorted(options)}")
-    dims = tuple(in_dims) if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-    if len(dims) != len(args) or not all(d is None or isinstance(d, int) for d in dims):
-        raise Unsupported("higher_order_call", f"vmap in_dims {in_dims!r} for {len(args)} tensors")
-    sizes = {a.example.shape[d] for a, d in zip(args, dims) if d is not None}
+    if options or isinstance(in_dims, list):  # torch takes a tuple; it raises for the rest
+        raise Unsupported("higher_order_call", f"vmap options {sorted(options)}, {in_dims!r}")
+    dims = leaf_dims(call, in_dims)
+    batched = [(a, d) for a, d in zip(call.leaves, dims) if d is not None]
+    if not all(-a.example.dim() <= d < a.example.dim() for a, d in batched):
+        raise Unsupported("higher_order_call", f"vmap in_dims {in_dims!r} out of range")
+    sizes = {a.example.shape[d] for a, d in batched}
     if len(sizes) != 1:
         raise Unsupported("higher_order_call", "vmap: no batched input, or batch sizes differ")
     examples = [
         input_example(tx.output, a.example if d is None else a.example.select(d, 0))
-        for a, d in zip(args, dims)
+        for a, d in zip(call.leaves, dims)
     ]
-    body = _trace(tx, "torch.func.vmap", fn, args, examples)
+    body = _trace_on(tx, "torch.func.vmap", fn, call, examples)
     outs = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(body.outputs)
     if len(outs) != len(body.outputs) or not all(isinstance(d, int) for d in outs):
         raise Unsupported("higher_order_call", f"vmap out_dims {out_dims!r}")
     free = body.lifted()
     graph = install(tx, "vmap_body", body)
-    full_dims = dims + (None,) * len(free)
+    full_dims = tuple(dims) + (None,) * len(free)
     (size,) = sizes
     like = [_Batched(t, d, size, tx) for t, d in zip(body.outputs, outs)]
     outputs = call_op(
         tx, apply_vmap,
-        (graph, full_dims, outs, randomness, chunk_size, *(a.node for a in args), *free), {},
-        like,
+        (graph, full_dims, outs, randomness, chunk_size, *(a.node for a in call.leaves), *free),
+        {}, like,
     )
     return body.rebuild(outputs)
 
@@ -262,46 +363,74 @@ _WRAPPERS = {
 
 
 def _differentiate(
-    tx: Tx, transform: Any, fn: VariableTracker, args: list, options: dict
+    tx: Tx, transform: Any, fn: VariableTracker, call: TransformCall, options: dict
 ) -> VariableTracker:
     from bytegraph.variables.containers import TupleVariable
 
-    name = transform.__name__
+    name = f"torch.func.{transform.__name__}"
     argnums = options.pop("argnums", 0)
-    if options.pop("has_aux", False) or options:
-        raise Unsupported("higher_order_call", f"torch.func.{name} with has_aux or other options")
-    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if transform in (torch.func.jacrev, torch.func.jacfwd) and isinstance(argnums, tuple):
-        raise Unsupported("higher_order_call", f"torch.func.{name} with a tuple of argnums")
-    if not all(isinstance(n, int) and 0 <= n < len(args) for n in numbers):
-        raise Unsupported("higher_order_call", f"torch.func.{name} argnums {argnums!r}")
-    examples = [input_example(tx.output, a.example) for a in args]
-    body = _trace(tx, f"torch.func.{name}", fn, args, examples)
-    if len(body.outputs) != 1:
-        raise Unsupported("higher_order_call", f"torch.func.{name} of a function not returning "
-                          "one tensor")
-    (out,) = body.outputs
+    has_aux = bool(options.pop("has_aux", False))
+    if options:
+        raise Unsupported("higher_order_call", f"{name} options {sorted(options)}")
+    numbers = _argument_numbers(name, argnums, call)
+    wrt = [i for n in numbers for i in leaf_indices(call.argument(n))]
+    body = _trace(tx, name, fn, call)
+    _check_scalar_output(body, has_aux, name)
+    out, aux = body.outputs[0], body.outputs[1:]
     grad = out.example.requires_grad
-    if transform in (torch.func.jacrev, torch.func.jacfwd):
-        like = [_Shaped(tx, tuple(out.example.shape) + tuple(args[numbers[0]].example.shape),
-                        args[numbers[0]], grad)]
-    else:
-        like = [_Shaped(tx, tuple(args[n].example.shape), args[n], grad) for n in numbers]
-        if transform is torch.func.grad_and_value:
-            like.append(_Shaped(tx, tuple(out.example.shape), out, grad))
-    graph = install(tx, f"{name}_body", body)
+    jacobian = transform in (torch.func.jacrev, torch.func.jacfwd)
+    like = [
+        _Shaped(tx, (*out.example.shape, *call.leaves[i].example.shape) if jacobian
+                else tuple(call.leaves[i].example.shape), call.leaves[i], grad)
+        for i in wrt
+    ]
+    if transform is torch.func.grad_and_value:
+        like.append(_Shaped(tx, tuple(out.example.shape), out, grad))
+    like.extend(_Shaped(tx, tuple(t.example.shape), t, t.example.requires_grad) for t in aux)
+    graph = install(tx, f"{transform.__name__}_body", body)
     outputs = call_op(
         tx, _WRAPPERS[transform],
-        (graph, argnums, *(a.node for a in args), *body.lifted()), {}, like,
+        (graph, tuple(wrt), has_aux, *(a.node for a in call.leaves), *body.lifted()), {}, like,
     )
-    results: list[VariableTracker] = list(outputs)
-    if transform is torch.func.grad_and_value:
-        value = results.pop()
-        grads = results[0] if not isinstance(argnums, tuple) else TupleVariable(tuple(results))
-        return TupleVariable((grads, value))
-    if isinstance(argnums, tuple):
-        return TupleVariable(tuple(results))
-    return results[0]
+    by_leaf = dict(zip(wrt, outputs))
+    per_argument = [call.rebuild_argument(n, by_leaf) for n in numbers]
+    result = per_argument[0] if not isinstance(argnums, tuple) else TupleVariable(
+        tuple(per_argument))
+    rest = list(outputs[len(wrt):])
+    value = rest.pop(0) if transform is torch.func.grad_and_value else None
+    if has_aux:
+        aux_value = body.rebuild([ConstantVariable(None), *rest]).items[1]
+        second = aux_value if value is None else TupleVariable((value, aux_value))
+        return TupleVariable((result, second))
+    return result if value is None else TupleVariable((result, value))
+
+
+def _argument_numbers(name: str, argnums: Any, call: TransformCall) -> tuple[int, ...]:
+    """The positional arguments ``argnums`` names, each a tensor or a pytree of tensors."""
+    n = call.n_positional
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not numbers or not all(type(i) is int and -n <= i < n for i in numbers):
+        raise Unsupported("higher_order_call", f"{name} argnums {argnums!r} for {n} arguments")
+    numbers = tuple(i % n for i in numbers)
+    for i in numbers:
+        if has_constants(call.argument(i)) or not leaf_indices(call.argument(i)):
+            raise Unsupported("higher_order_call",
+                              f"{name} differentiating an argument that holds non-tensors")
+    return numbers
+
+
+def _check_scalar_output(body: Body, has_aux: bool, name: str) -> None:
+    """The body returns one tensor, or with ``has_aux`` a pair (tensor, aux)."""
+    main = body.structure
+    if has_aux:
+        pair = main[0] is tuple and len(main[1]) == 2
+        main = main[1][0] if pair else None
+    if main is None or main[0] != "tensor":
+        raise Unsupported(
+            "higher_order_call",
+            f"{name} of a function not returning " + ("a pair (tensor, aux)" if has_aux
+                                                       else "one tensor"),
+        )
 
 
 class _Shaped:

@@ -52,6 +52,7 @@ from bytegraph.variables.containers import (
     SizeVariable,
     TupleVariable,
 )
+from bytegraph.variables.dicts import DictVariable
 from bytegraph.variables.symbolic import SymIntVariable
 from bytegraph.variables.tensor import TensorVariable
 
@@ -144,9 +145,20 @@ def flatten_result(
             def rebuild_tuple(new: Sequence[VariableTracker]) -> VariableTracker:
                 return TupleVariable(tuple(b(new) for b in builders), tuple_type=tuple_type)
             return rebuild_tuple, (tuple_type, tuple(p[1] for p in parts))
+    if isinstance(vt, DictVariable) and vt.dict_type is dict:
+        items = vt.items_now(tx)
+        if all(type(k) in (str, int) for k in items):
+            keys = tuple(items)
+            parts = [flatten_result(tx, item, leaves, what) for item in items.values()]
+
+            def rebuild_dict(new: Sequence[VariableTracker]) -> VariableTracker:
+                return DictVariable({k: p[0](new) for k, p in zip(keys, parts)},
+                                    mutation_type=NEW_VALUE)
+            return rebuild_dict, ("dict", tuple(zip(keys, (p[1] for p in parts))))
     raise Unsupported(
         "higher_order_call",
-        f"the body of {what} returned {vt}: a body returns tensors, or tuples and lists of them",
+        f"the body of {what} returned {vt}: a body returns tensors, or tuples, lists and "
+        "dicts of them",
     )
 
 
