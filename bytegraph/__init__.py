@@ -42,6 +42,7 @@ from bytegraph.graph.backends import BackendError  # noqa: E402
 from bytegraph.graph.shapes import mark_dynamic, mark_static  # noqa: E402
 from bytegraph.logs import set_logs  # noqa: E402
 from bytegraph.markers import allow_in_graph, disable, disallow_in_graph, graph_break  # noqa: E402
+from bytegraph.switch import use_for_torch_compile  # noqa: E402
 
 logs.configure_from_environment()
 
@@ -61,4 +62,5 @@ __all__ = [
     "mark_static",
     "reset",
     "set_logs",
+    "use_for_torch_compile",
 ]

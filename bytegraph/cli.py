@@ -2,8 +2,14 @@
 
 ::
 
+    bytegraph run train.py [script args]
     bytegraph explain train.py [--function NAME] [--html report.html] [-- script args]
     bytegraph dump train.py --out DIR [--function NAME] [-- script args]
+
+``run`` runs the script as ``python train.py args...`` would, with
+``torch.compile`` routed to bytegraph (switch.py), and prints a one-screen
+summary to stderr at the end (summary.py). Its own options come before the
+script; everything after the script is the script's, as with ``python``.
 
 Both run the script as ``__main__`` (script.py) while a ``Recording``
 (recording.py) watches every ``bytegraph.compile`` call. ``--function NAME``
@@ -44,6 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Usage)
+    run = commands.add_parser(
+        "run", usage="bytegraph run [--backend NAME] [--summary-file PATH] [--quiet] "
+        "SCRIPT [ARGS...]",
+        help="run a script with torch.compile routed to bytegraph, and summarize",
+        description="Run SCRIPT as `python SCRIPT ARGS...` would, with torch.compile and "
+        "nn.Module.compile routed to bytegraph.compile with the same arguments; at the end, "
+        "print a summary to stderr: frames compiled, graphs, graph breaks with file:line, "
+        "recompiles and the time spent.",
+    )
+    run.add_argument("script", help="the Python script to run; what follows it is its own")
+    run.add_argument("--backend", help="compile every torch.compile call with this backend "
+                     "instead of the one it names")
+    run.add_argument("--summary-file", metavar="PATH",
+                     help="write the summary to PATH instead of stderr")
+    run.add_argument("--quiet", action="store_true", help="print no summary")
     explain = commands.add_parser(
         "explain", usage="bytegraph explain SCRIPT [--function NAME] [--html PATH] "
         "[--backend NAME] [-- ARGS...]",
@@ -85,18 +106,33 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args: list[str] = []
-    if "--" in argv:  # everything after the first -- is the script's
+    if argv[:1] == ["run"]:  # everything after the script is the script's, -- included
+        split = _script_position(argv)
+        argv, script_args = argv[:split + 1], argv[split + 1:]
+    elif "--" in argv:  # everything after the first -- is the script's
         split = argv.index("--")
         argv, script_args = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
     args.script_args = script_args
     try:
+        if args.command == "run":
+            from bytegraph.run_command import run_command
+
+            return run_command(args)
         if args.command == "explain":
             return _explain(args)
         return _dump(args)
     except ScriptError as error:
         print(f"bytegraph: error: {error}", file=sys.stderr)
         return 1
+
+
+def _script_position(argv: list[str]) -> int:
+    """The index of ``bytegraph run``'s script in ``argv`` (past run's own options)."""
+    index = 1
+    while index < len(argv) and argv[index].startswith("-"):
+        index += 2 if argv[index] in ("--backend", "--summary-file") else 1
+    return min(index, len(argv))
 
 
 def _run(args: argparse.Namespace) -> Any:

@@ -1,5 +1,8 @@
 """Run a user's script as ``__main__`` for the command line, one function compiled by name.
 
+``run_as_python(path, args)`` (``bytegraph run``) is ``python path args...``
+itself: runpy runs the file, and the script's exceptions and exit propagate.
+
 ``run_script(path, args, target)`` does what ``python path args...`` does:
 the script runs as module ``__main__``, with ``sys.argv`` set to the script
 and its arguments and the script's folder first on ``sys.path``. With a
@@ -28,6 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import runpy
 import sys
 import traceback
 import types
@@ -82,6 +86,20 @@ def run_script(
         return list(_active.compiled) if _active is not None else []
     finally:
         _active = None
+
+
+def run_as_python(path: str, args: list[str]) -> None:
+    """Run the script as ``python path args...`` does (``bytegraph run``): as ``__main__``
+    through runpy, ``sys.argv`` its path and arguments, its folder first on ``sys.path``
+    (in place of the launcher's). Its exceptions, SystemExit included, propagate unchanged."""
+    path = os.path.abspath(path)
+    saved = sys.argv, list(sys.path)
+    sys.argv = [path, *args]
+    sys.path[:1] = [os.path.dirname(path)]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = saved
 
 
 def bind_target(value: Any, name: str) -> Any:
