@@ -1,4 +1,4 @@
-"""``python -m bytegraph explain|dump ...``: the command line (cli.py)."""
+"""``python -m bytegraph run|explain|dump ...``: the command line (cli.py)."""
 
 import sys
 

@@ -165,15 +165,15 @@ def bytegraph_arguments(
     of the module docstring); ``model`` among them."""
     from bytegraph.api import compile
 
-    accepted = inspect.signature(compile).parameters
+    takes = _takes(compile)
     defaults = {name: p.default for name, p in bound.signature.parameters.items()}
     arguments: dict[str, Any] = {}
     for name, value in bound.arguments.items():
-        if name == "model" or (name in accepted and not _is_default(value, defaults[name])):
-            arguments[name] = value
-        elif name in accepted or name in _HARMLESS or _is_default(value, defaults[name]):
+        if name != "model" and _is_default(value, defaults[name]):
             continue
-        else:
+        if name == "model" or takes(name):
+            arguments[name] = value
+        elif name not in _HARMLESS:
             raise TypeError(
                 f"torch.compile(..., {name}={value!r}) routed to bytegraph: bytegraph.compile "
                 f"has no {name!r} argument, so it cannot honour it (leave it out, or "
@@ -185,6 +185,14 @@ def bytegraph_arguments(
             for name in _INDUCTOR_SETTINGS:
                 arguments.pop(name, None)
     return arguments
+
+
+def _takes(fn: Callable[..., Any]) -> Callable[[str], bool]:
+    """Whether ``fn`` takes a keyword argument of that name."""
+    parameters = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return lambda name: True
+    return lambda name: name in parameters
 
 
 def _is_default(value: Any, default: Any) -> bool:
