@@ -33,15 +33,17 @@ from typing import Any
 import torch
 
 from bytegraph import config, logs, structured_trace
+from bytegraph.compile_targets import compile_other, see_through
+from bytegraph.compiled_module import CompiledModule
 from bytegraph.exc import InternalError, Unsupported
-from bytegraph.graph.backends import Backend, BackendError, lookup_backend
+from bytegraph.graph.backend_options import configure_backend
+from bytegraph.graph.backends import Backend, BackendError
 from bytegraph.graph.shapes import DynamicDims
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
 from bytegraph.runtime import Router
 from bytegraph.translate.convert import bind_arguments, convert_frame
 from bytegraph.translate.resume import FrameContext
-from bytegraph.variables.nn_module import has_hooks
 
 _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 # Held by every cache miss while it looks again and compiles (re-entrant: compiling
@@ -193,82 +195,82 @@ class CompiledFunction:
         self.set_dynamic(self.dynamic)
 
 
-class CompiledModule(torch.nn.Module):
-    """An nn.Module whose forward runs through a CompiledFunction.
-
-    Calling it is calling the original module: ``type(module).forward`` runs
-    compiled with the module as ``self``. A module with hooks of its own, a
-    global module hook, or a ``forward`` set on the instance runs as plain
-    Python, so hooks run exactly as eager runs them. Attributes the wrapper
-    does not have are the original module's.
-    """
-
-    def __init__(
-        self, module: torch.nn.Module, backend: Backend, fullgraph: bool,
-        dynamic: bool | None = None,
-    ) -> None:
-        super().__init__()
-        self._orig_mod = module
-        self._compiled_forward = CompiledFunction(
-            type(module).forward, backend, fullgraph
-        ).set_dynamic(dynamic)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Not nn.Module.__call__: the wrapper's own hook machinery would run hooks twice.
-        return self.forward(*args, **kwargs)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        module = self._orig_mod
-        if has_hooks(module) or "forward" in module.__dict__:
-            return module(*args, **kwargs)
-        return self._compiled_forward(module, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._orig_mod, name)
-
-
 def compile(
     model: Callable[..., Any] | None = None,
     *,
-    backend: str | Backend = "inductor",
     fullgraph: bool = False,
     dynamic: bool | None = None,
+    backend: str | Backend = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
 ) -> Any:
-    """Compile a function or nn.Module; usable as a decorator, bare or with arguments.
+    """Compile a function, nn.Module or other callable; usable as a decorator, bare or with
+    arguments. The arguments mean what they mean to ``torch.compile``:
 
-    ``dynamic``: None (the default) compiles static shapes first and makes a
-    dimension size-generic once its size changes; True makes every dimension
-    of every tensor argument size-generic from the first call; False never
-    does (one entry per size, up to ``config.recompile_limit``).
+    ``fullgraph``: a graph break raises ``Unsupported`` instead of running that part in
+    Python. ``dynamic``: None (the default) compiles static shapes first and makes a
+    dimension size-generic once its size changes; True makes every dimension of every
+    tensor argument size-generic from the first call; False never does (one entry per
+    size, up to ``config.recompile_limit``). ``backend``: "inductor", "eager",
+    "aot_eager", a name an installed package registers for torch.compile, or a
+    ``callable(gm, example_inputs)``. ``mode`` ("default", "reduce-overhead",
+    "max-autotune", "max-autotune-no-cudagraphs") or ``options`` (Inductor config
+    names): Inductor's settings, as torch.compile applies them (graph/backend_options.py).
+    ``disable``: return ``model`` unchanged.
+
+    Any callable is accepted (compile_targets.py): compiled wrappers (torch.compile's or
+    bytegraph's) are compiled from their original, a callable object's ``__call__`` is
+    compiled, and a builtin with no Python code to trace is returned as is.
     """
-    backend_fn = lookup_backend(backend)
     if dynamic not in (None, True, False):
         raise TypeError(f"bytegraph.compile: dynamic must be None, True or False, not {dynamic!r}")
-    if model is not None and is_disabled(model):
-        return model
+    backend_fn = configure_backend(backend, mode, options, dynamic)
     if model is None:
-        return lambda fn: compile(fn, backend=backend_fn, fullgraph=fullgraph, dynamic=dynamic)
+        return functools.partial(
+            _compile_decorated, fullgraph=fullgraph, dynamic=dynamic, backend=backend_fn,
+            disable=disable,
+        )
+    if disable or is_disabled(model):
+        return model
+    model = see_through(model)
+    if is_disabled(model):
+        return model
+    if not isinstance(model, (torch.nn.Module, types.FunctionType, types.MethodType)):
+        def compile_part(part: Any) -> Any:
+            return compile(part, fullgraph=fullgraph, dynamic=dynamic, backend=backend_fn)
+
+        return compile_other(model, compile_part)
     recording = active_recording
     if recording is not None:
         backend_fn = recording.backend(backend_fn)
-    if isinstance(model, torch.nn.Module):
-        compiled: Any = CompiledModule(model, backend_fn, fullgraph, dynamic)
-    elif isinstance(model, types.MethodType):
-        function = CompiledFunction(model.__func__, backend_fn, fullgraph).set_dynamic(dynamic)
-        compiled = types.MethodType(function, model.__self__)
-    elif isinstance(model, types.FunctionType):
-        compiled = CompiledFunction(model, backend_fn, fullgraph).set_dynamic(dynamic)
-    else:
-        raise TypeError(
-            f"bytegraph.compile expects a Python function, method or nn.Module, "
-            f"not {type(model).__name__}"
-        )
-    if recording is not None:
+    compiled = _compile_python(model, backend_fn, fullgraph, dynamic)
+    if recording is not None and compiled is not model:
         recording.add_root(compiled)
     return compiled
+
+
+def _compile_decorated(model: Any, **settings: Any) -> Any:
+    """``@compile(...)``'s decorator."""
+    if model is None:
+        raise TypeError("bytegraph.compile(...) was applied to None: nothing to compile")
+    return compile(model, **settings)
+
+
+def _compile_python(
+    model: Any, backend: Backend, fullgraph: bool, dynamic: bool | None
+) -> Any:
+    """A module, a function, or a method of a Python function, compiled; any other method
+    (of a builtin) as it is."""
+    if isinstance(model, torch.nn.Module):
+        forward = CompiledFunction(type(model).forward, backend, fullgraph)
+        return CompiledModule(model, forward.set_dynamic(dynamic))
+    if isinstance(model, types.FunctionType):
+        return CompiledFunction(model, backend, fullgraph).set_dynamic(dynamic)
+    if isinstance(model.__func__, types.FunctionType):
+        function = CompiledFunction(model.__func__, backend, fullgraph).set_dynamic(dynamic)
+        return types.MethodType(function, model.__self__)
+    return model
 
 
 def reset() -> None:

@@ -150,7 +150,10 @@ def _run(args: argparse.Namespace) -> Any:
     if args.function is not None:
         if not targets:
             raise ScriptError(f"{args.function} was never defined while the script ran")
-        if not any(_entries_of(t) for t in targets):
+        # The script may compile the target again itself (bytegraph.compile(f) of its f).
+        originals = {id(_compiled_of(t).fn) for t in targets}
+        again = [r for r in recording.roots if id(_compiled_of(r).fn) in originals]
+        if not any(_compiled_of(t).entries for t in (*targets, *again)):
             raise ScriptError(f"{args.function} was never called while the script ran")
     elif not recording.roots:
         raise ScriptError(
@@ -160,10 +163,10 @@ def _run(args: argparse.Namespace) -> Any:
     return recording
 
 
-def _entries_of(compiled: Any) -> list[Any]:
+def _compiled_of(compiled: Any) -> Any:
     from bytegraph.explain import compiled_function
 
-    return compiled_function(compiled).entries
+    return compiled_function(compiled)
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -1,11 +1,15 @@
 """Backends: ``backend(gm, example_inputs) -> callable``, exactly torch.compile's protocol.
 
 Built in: "eager" (run the GraphModule's code as is), "aot_eager"
-(AOTAutograd with no compiler: checks the joint graph), "inductor".
+(AOTAutograd with no compiler: checks the joint graph), "inductor". Other
+names are the backends that installed packages register for torch.compile
+under the ``torch_dynamo_backends`` entry-point group, loaded on first use
+(read with ``importlib.metadata``; torch._dynamo's registry is not imported).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable
 from typing import Any
 
@@ -47,17 +51,46 @@ BACKENDS: dict[str, Backend] = {"eager": eager, "aot_eager": aot_eager, "inducto
 def lookup_backend(backend: str | Backend) -> Backend:
     """The backend callable for a name or a callable; a clear error otherwise."""
     if isinstance(backend, str):
-        if backend not in BACKENDS:
-            known = ", ".join(sorted(BACKENDS))
+        if backend in BACKENDS:
+            return BACKENDS[backend]
+        registered = registered_backends()
+        if backend not in registered:
+            known = ", ".join(sorted({*BACKENDS, *registered}))
             raise ValueError(
                 f"unknown backend {backend!r}: use one of {known}, "
                 "or pass a callable(gm, example_inputs)"
             )
-        return BACKENDS[backend]
+        return _load_registered(backend, registered[backend])
     if not callable(backend):
         raise TypeError(
             "backend must be a name or a callable(gm, example_inputs), "
             f"not {type(backend).__name__}"
+        )
+    return backend
+
+
+ENTRY_POINT_GROUP = "torch_dynamo_backends"
+
+
+def registered_backends() -> dict[str, importlib.metadata.EntryPoint]:
+    """The backends installed packages register for torch.compile, by name (read each
+    time: a lookup by name is made once per compile() call, never on the call path)."""
+    entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return {entry_point.name: entry_point for entry_point in entry_points}
+
+
+def _load_registered(name: str, entry_point: importlib.metadata.EntryPoint) -> Backend:
+    try:
+        backend = entry_point.load()
+    except Exception as e:  # noqa: BLE001  (a broken package: say which, in one line)
+        raise ValueError(
+            f"backend {name!r} ({entry_point.value}, registered by an installed package) "
+            f"failed to load: {type(e).__name__}: {e}"
+        ) from e
+    if not callable(backend):
+        raise TypeError(
+            f"backend {name!r} ({entry_point.value}) is a {type(backend).__name__}, "
+            "not a callable(gm, example_inputs)"
         )
     return backend
 
