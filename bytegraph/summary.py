@@ -98,7 +98,11 @@ def _recompiles(report: ExplainOutput, top: int) -> list[str]:
 
 
 def _short_path(path: str) -> str:
-    """A path under the working directory relative to it; others as they are."""
+    """A path under the working directory relative to it, an installed package's from its
+    package (``transformers/utils/generic.py``); others as they are."""
+    _, installed, inside = path.rpartition("-packages" + os.sep)
+    if installed:
+        return inside
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive
