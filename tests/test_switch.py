@@ -153,6 +153,17 @@ def test_arguments_reach_bytegraph_compile_unchanged(monkeypatch) -> None:
     assert seen[3][1]["options"] is options
 
 
+def test_mode_options_and_disable_mean_what_they_mean_to_torch_compile(counting_backend) -> None:
+    with bytegraph.use_for_torch_compile():
+        assert torch.compile(f, disable=True) is f  # torch.compile returns it unchanged too
+        with pytest.raises(RuntimeError, match="Either mode or options"):  # torch's error
+            torch.compile(f, mode="max-autotune", options={"max_autotune": True})
+        with pytest.raises(ValueError, match="mode='max-autotune' is for Inductor"):
+            torch.compile(f, backend=counting_backend, mode="max-autotune")
+        assert torch.compile(torch.sin) is torch.sin  # nothing to trace: called as is
+    assert counting_backend.calls == 0
+
+
 def test_an_override_replaces_the_backend_and_inductors_settings(monkeypatch) -> None:
     seen: list[dict] = []
     monkeypatch.setattr("bytegraph.api.compile", lambda model, **kwargs: seen.append(kwargs))
