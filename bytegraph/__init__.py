@@ -41,7 +41,13 @@ from bytegraph.explain import explain  # noqa: E402
 from bytegraph.graph.backends import BackendError  # noqa: E402
 from bytegraph.graph.shapes import mark_dynamic, mark_static  # noqa: E402
 from bytegraph.logs import set_logs  # noqa: E402
-from bytegraph.markers import allow_in_graph, disable, disallow_in_graph, graph_break  # noqa: E402
+from bytegraph.markers import (  # noqa: E402
+    allow_in_graph,
+    assume_constant_result,
+    disable,
+    disallow_in_graph,
+    graph_break,
+)
 from bytegraph.switch import use_for_torch_compile  # noqa: E402
 
 logs.configure_from_environment()
@@ -52,6 +58,7 @@ __all__ = [
     "InternalError",
     "Unsupported",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
     "config",
     "disable",

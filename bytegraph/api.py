@@ -11,6 +11,11 @@ another has just compiled an entry that fits, so ``entries`` never outgrows
 the limit. A cache hit takes no lock: it reads ``_checks``, a tuple replaced
 whole on every change.
 
+torch.compiler.set_stance is honoured (``torch_markers.py``): a hit checks
+only that torch's stance object is the one last seen not to be "force_eager";
+a miss reads the stance ("eager_on_recompile" runs the function as Python,
+"fail_on_recompile" raises torch's error naming the guard that failed).
+
 A bytegraph bug while compiling (any exception that is neither an
 ``Unsupported`` under ``fullgraph`` nor a backend's failure) never reaches
 the user: the function runs as plain Python from then on, with one warning,
@@ -42,6 +47,13 @@ from bytegraph.graph.shapes import DynamicDims
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.markers import is_disabled
 from bytegraph.runtime import Router
+from bytegraph.torch_markers import (
+    WATCH,
+    current_stance,
+    frame_has_torch,
+    innermost,
+    recompile_error,
+)
 from bytegraph.translate.convert import bind_arguments, convert_frame
 from bytegraph.translate.resume import FrameContext
 
@@ -72,6 +84,7 @@ class CompiledFunction:
         # Resume functions of this function's breaks, shared by its resume functions.
         self.resume_cache = resume_cache if resume_cache is not None else {}
         # Callees of the code it runs as Python, shared by its resume functions and callees.
+        self.is_root = router is None  # what compile() made, not a resume function or callee
         if router is None:
             router = Router(self._compile_related)
             router.seed(fn, self)
@@ -89,6 +102,10 @@ class CompiledFunction:
         _live_functions.add(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = WATCH.module
+        if module is None or module._stance is not WATCH.usual:
+            if current_stance() == "force_eager":  # torch.compiler.set_stance
+                return self.fn(*args, **kwargs)
         for check, run in self._checks:
             if check(*args, **kwargs):
                 return run(*args, **kwargs)
@@ -122,6 +139,9 @@ class CompiledFunction:
                 return run
         if self._exhausted:
             return self.fn
+        stance = current_stance()
+        if stance in ("force_eager", "eager_on_recompile"):
+            return self.fn  # no new entry: what the cache cannot serve runs as Python
         try:
             frame_values = bind_arguments(self.fn, args, kwargs)
         except TypeError:  # a call eager rejects: let the function raise its own error
@@ -129,6 +149,12 @@ class CompiledFunction:
         if len(self.entries) >= config.recompile_limit:
             self._give_up(args, kwargs)
             return self.fn
+        if stance == "fail_on_recompile":
+            # torch's hook leaves alone a frame without torch, except a compiled root.
+            if not self.is_root and not frame_has_torch(self.fn, frame_values):
+                return self.fn
+            failed = self.entries[0].guard.explain_failure(args, kwargs) if self.entries else None
+            raise recompile_error(self.fn, failed)
         changes = self.dynamic_dims.update(frame_values)
         changes += self.dynamic_dims.update_inputs(frame_values)
         if self.entries and logs.enabled("recompiles"):
@@ -231,8 +257,9 @@ def compile(
             _compile_decorated, fullgraph=fullgraph, dynamic=dynamic, backend=backend_fn,
             disable=disable,
         )
-    if disable or is_disabled(model):
+    if disable or is_disabled(innermost(model)):
         return model
+    model = innermost(model)  # torch.compile(torch.compiler.disable(f)) compiles f
     model = see_through(model)
     if is_disabled(model):
         return model

@@ -1,8 +1,10 @@
-"""User controls over what is traced: graph_break, disable, allow/disallow_in_graph.
+"""User controls over what is traced: graph_break, disable, allow/disallow_in_graph,
+assume_constant_result.
 
 Each marks a function by identity. The builder consults these sets before
 anything else, so a marked function is treated the same wherever the trace
-reaches it.
+reaches it. Where none of them marks a function, the markers written for
+torch.compile count the same (``torch_markers.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from bytegraph.torch_markers import torch_marking
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _disabled: set[int] = set()
 _allowed: set[int] = set()
 _disallowed: set[int] = set()
+_constant: set[int] = set()
 _keepalive: list[Any] = []  # marked functions stay alive, so their ids are never reused
 
 
@@ -48,6 +53,22 @@ def disallow_in_graph(fn: F) -> F:
     return fn
 
 
+def assume_constant_result(fn: F) -> F:
+    """Call ``fn`` once while tracing and use its result as a constant, unguarded (as
+    ``torch.compiler.assume_constant_result``): the caller promises it never changes.
+
+    Its arguments must be constants and its result a constant value; otherwise the
+    call is a graph break and runs in Python. The mark is torch's as well
+    (``fn._dynamo_marked_constant``), so torch.compile reads it the same way.
+    """
+    _mark(_constant, fn)
+    try:
+        fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # a builtin: bytegraph's registry only
+        pass
+    return fn
+
+
 def _check_callable(fn: Any, name: str) -> None:
     if not callable(fn):
         raise TypeError(f"bytegraph.{name} expects a function, not {type(fn).__name__}")
@@ -60,7 +81,8 @@ def _mark(registry: set[int], fn: Any) -> None:
 
 
 def marking(value: Any) -> str | None:
-    """"disabled", "allowed", "disallowed", "graph_break", or None."""
+    """"disabled", "allowed", "disallowed", "graph_break", "constant", "compiling"
+    (torch._dynamo.is_compiling), or None."""
     key = id(value)
     if value is graph_break:
         return "graph_break"
@@ -70,8 +92,11 @@ def marking(value: Any) -> str | None:
         return "allowed"
     if key in _disallowed:
         return "disallowed"
-    return None
+    if key in _constant:
+        return "constant"
+    return torch_marking(value)
 
 
 def is_disabled(fn: Any) -> bool:
-    return id(fn) in _disabled
+    """Marked by bytegraph.disable or torch.compiler.disable."""
+    return id(fn) in _disabled or torch_marking(fn) == "disabled"

@@ -15,6 +15,8 @@ would do at that call:
   included (``nn.Sequential`` of user blocks, as torch.compile compiles
   torch.nn frames); at the call it runs the module as it is if the module
   has hooks, a ``forward`` of its own or jit tracing is on;
+* a function torch.compiler.disable(recursive=False) marked: its own code run
+  as Python with its call sites routed, so what it calls is compiled;
 * anything else (builtins, classes, torch and standard-library functions,
   generator functions, functions marked by ``bytegraph.disable`` or another
   marker, compiled wrappers): the callable itself.
@@ -36,6 +38,7 @@ from torch import nn
 import bytegraph
 from bytegraph import config
 from bytegraph.markers import is_disabled, marking
+from bytegraph.torch_markers import nonrecursive_target
 from bytegraph.variables.nn_module import has_hooks
 
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
@@ -65,7 +68,9 @@ class Router:
 
     def compiled(self) -> list[Any]:
         """Every compiled wrapper this router made or was seeded with (for reports)."""
-        return [*self.functions.values(), *self._forwards.values()]
+        wrappers = [*self.functions.values(), *self._forwards.values()]
+        # Not the plain functions that run a disable(recursive=False) frame as Python.
+        return [w for w in wrappers if not isinstance(w, types.FunctionType)]
 
     def _make_route(self) -> Callable[[Any], Any]:
         functions, classes, first_function = self.functions, self._classes, self._first_function
@@ -97,6 +102,10 @@ class Router:
         """The compiled wrapper of ``fn`` on its first call here, or ``fn`` if not routed."""
         try:
             code = fn.__code__
+            target = nonrecursive_target(fn)
+            if target is not None:  # torch.compiler.disable(recursive=False)
+                self.functions[fn] = runner = self._python_with_routed_calls(target)
+                return runner
             if self._skipped.get(id(code)) is code or marking(fn) is not None:
                 return fn
             routed_before = self._per_code.get(id(code), 0)
@@ -112,6 +121,17 @@ class Router:
         self._per_code[id(code)] = self._per_code.get(id(code), 0) + 1
         self.functions[fn] = compiled
         return compiled
+
+    def _python_with_routed_calls(self, fn: types.FunctionType) -> types.FunctionType:
+        """``fn`` run as Python, the functions it calls compiled: its own frame is left
+        alone, as torch's hook leaves a frame of ``disable(recursive=False)``."""
+        from bytegraph.translate.convert import _function_like
+        from bytegraph.translate.routing import routed_code
+
+        if not _routable_code(fn.__code__):
+            return fn
+        code = routed_code(fn.__code__, self.route)
+        return fn if code is fn.__code__ else _function_like(fn, code)
 
     def compiled_forward(self, kind: type) -> Any:
         """The compiled forward that instances of the module class ``kind`` run, if any."""

@@ -2,7 +2,8 @@
 
 Shapes start static: a trace sees every size as a number, and its entry's
 guard checks each size. When a dimension is *dynamic* (``dynamic=True``,
-``mark_dynamic``, or a size that changed between calls: ``DynamicDims``),
+``mark_dynamic``, torch._dynamo's marks on the tensor (``torch_markers.py``),
+or a size that changed between calls: ``DynamicDims``),
 the trace runs with a ``ShapeSession``: every tensor of that trace is a fake
 tensor of one ``FakeTensorMode`` over one ``ShapeEnv``
 (``torch.fx.experimental.symbolic_shapes``), dynamic dimensions get a symbol
@@ -38,6 +39,7 @@ import torch._guards
 
 from bytegraph import config
 from bytegraph.graph.fake_memo import FakeMemo
+from bytegraph.torch_markers import marked_dynamic, marked_static
 
 if TYPE_CHECKING:
     from bytegraph.guards.sources import Source
@@ -178,8 +180,8 @@ class DynamicDims:
             dims = set(self.dims.get(source, ()))
             if self.everything:
                 dims.update(range(value.dim()))
-            dims.update(getattr(value, MARKED_DYNAMIC, ()))
-            static = getattr(value, MARKED_STATIC, frozenset())
+            dims.update(marked_dynamic(value, getattr(value, MARKED_DYNAMIC, {})))
+            static = marked_static(value, getattr(value, MARKED_STATIC, frozenset()))
             dims.difference_update(static)
             if dims:
                 sizes[source] = frozenset(dims)
@@ -366,7 +368,7 @@ class ShapeSession:
         )
         if any(is_symbolic(d) for d in (*fake.shape, *fake.stride())):
             self._symbolic.append((fake, source))
-            for dim, bounds in getattr(real, MARKED_DYNAMIC, {}).items():
+            for dim, bounds in marked_dynamic(real, getattr(real, MARKED_DYNAMIC, {})).items():
                 self._ranges.append((source, dim, *bounds))
         return fake
 

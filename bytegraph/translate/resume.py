@@ -479,7 +479,8 @@ def _tail_plan(
 def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int | None:
     """The slot of a user function, method or nn.Module called by ``inst`` (its body is
     what broke): the Python part calls its compiled wrapper instead (``emit_break``)."""
-    from bytegraph.variables.functions import UserFunctionVariable
+    from bytegraph.torch_markers import nonrecursive_target
+    from bytegraph.variables.functions import MarkedFunctionVariable, UserFunctionVariable
     from bytegraph.variables.nn_module import NNModuleVariable
     from bytegraph.variables.user_defined import UserMethodVariable
 
@@ -496,6 +497,8 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
         return slot
     if isinstance(vt, UserMethodVariable):  # ``obj.method(...)``: the router binds its wrapper
         vt = vt.fn
+    if isinstance(vt, MarkedFunctionVariable) and nonrecursive_target(vt.fn) is not None:
+        return slot  # disable(recursive=False): the router runs it, its calls routed
         if isinstance(vt, UserFunctionVariable) and "__class__" in vt.fn.__code__.co_freevars:
             # Zero-argument super() reads the frame's first argument, which the parts of
             # a compiled method do not keep in place (3.12's LOAD_SUPER_ATTR): as it is.

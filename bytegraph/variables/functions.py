@@ -328,7 +328,8 @@ def _rebuild_partial(fn: Any, args: tuple, kwargs: dict) -> functools.partial:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class MarkedFunctionVariable(VariableTracker):
-    """A function the user marked: disabled, disallowed in graph, or graph_break()."""
+    """A function marked for bytegraph or torch.compile (markers.py, torch_markers.py):
+    disabled, disallowed in graph, graph_break(), a constant result, is_compiling."""
 
     fn: Any
     marking: str
@@ -340,7 +341,36 @@ class MarkedFunctionVariable(VariableTracker):
         return self.fn
 
     def call_function(self, tx, args, kwargs):
+        from bytegraph.torch_markers import disabled_reason, torch_marking
+        from bytegraph.variables.constant import ConstantVariable
+
         if self.marking == "graph_break":
-            raise Unsupported("explicit_graph_break", "bytegraph.graph_break()")
+            name = "bytegraph" if torch_marking(self.fn) is None else "torch._dynamo"
+            raise Unsupported("explicit_graph_break", f"{name}.graph_break()")
+        if self.marking == "constant":
+            return _call_constant_result(tx, self.fn, args, kwargs)
+        if self.marking == "compiling":  # torch._dynamo.is_compiling(): yes, while traced
+            return ConstantVariable(True)
+        if torch_marking(self.fn) == "disabled":
+            raise Unsupported("disabled_function", disabled_reason(self.fn))
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         raise Unsupported("disabled_function", f"{name} is marked {self.marking}")
+
+
+def _call_constant_result(
+    tx: InstructionTranslatorBase, fn: Any, args: list[VariableTracker],
+    kwargs: dict[str, VariableTracker],
+) -> VariableTracker:
+    """``fn(*args)`` now, its result a constant of the trace with no guard: the promise
+    of assume_constant_result. Arguments and result must be constants, or it breaks."""
+    from bytegraph.variables.builder import wrap_constant_result
+    from bytegraph.variables.containers import python_constant
+
+    values = [python_constant(tx, a) for a in args]
+    keywords = {k: python_constant(tx, v) for k, v in kwargs.items()}
+    name = getattr(fn, "__qualname__", repr(fn))
+    try:
+        result = fn(*values, **keywords)
+    except Exception as error:  # noqa: BLE001  (Python makes the call, and raises it)
+        raise Unsupported("trace_time_value", f"{name}() raised {error!r}") from None
+    return wrap_constant_result(result)
