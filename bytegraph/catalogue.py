@@ -108,9 +108,10 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "non-string keywords, a repeated keyword; Python runs it so the same error is raised",
        "fix the call; the break only keeps eager's error"),
     _E("B107", "disabled_function", "unsupported_call",
-       "the callee is marked to run as Python (bytegraph.disable or disallow_in_graph)",
+       "the callee is marked to run as Python (bytegraph.disable, disallow_in_graph, or "
+       "torch.compiler.disable)",
        "remove the marker to trace the callee",
-       ("bytegraph.disable", "bytegraph.disallow_in_graph")),
+       ("bytegraph.disable", "bytegraph.disallow_in_graph", "torch.compiler.disable")),
     _E("B108", "coroutine_call", "unsupported_call",
        "a call of an async function, or of a generator function where its frame cannot be "
        "driven by the trace",
@@ -358,9 +359,9 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "raise bytegraph.config.inline_depth_limit, or restructure the recursion",
        ("bytegraph.config.inline_depth_limit",)),
     _E("B602", "explicit_graph_break", "explicit",
-       "bytegraph.graph_break() was called",
+       "bytegraph.graph_break() (or torch._dynamo.graph_break()) was called",
        "remove the call to keep one graph",
-       ("bytegraph.graph_break",)),
+       ("bytegraph.graph_break", "torch._dynamo.graph_break")),
 )
 
 
