@@ -43,6 +43,7 @@ class SubgraphTracer:
         self.graph = torch.fx.Graph()
         self.parent = parent
         self.modules: dict[str, torch.nn.Module] = {}  # bodies called from this graph
+        self.shared: dict[Any, str] = {}  # install_shared's key -> the attribute's name
         # node of an enclosing graph -> (its placeholder here, the parent's handle of it)
         self.lifted: dict[torch.fx.Node, tuple[torch.fx.Node, torch.fx.Node]] = {}
         self.own_tensors: dict[int, torch.Tensor] = {}  # storage id -> a tensor, kept alive
@@ -104,6 +105,17 @@ class SubgraphTracer:
         name = f"{prefix}_{len(self.modules)}"
         self.modules[name] = module
         return self.graph.create_node("get_attr", name, (), {})
+
+    def install_shared(self, prefix: str, key: Any, module: torch.nn.Module) -> torch.fx.Node:
+        """``install``, but a module installed before under the same key (not None) is
+        read again instead: calls that share one subgraph."""
+        name = self.shared.get(key) if key is not None else None
+        if name is not None:
+            return self.graph.create_node("get_attr", name, (), {})
+        node = self.install(prefix, module)
+        if key is not None:
+            self.shared[key] = node.target
+        return node
 
     def module(self, outputs: tuple[torch.fx.Node, ...]) -> torch.fx.GraphModule:
         """Close a body's graph with ``outputs`` (each lifted here if it lives outside)."""

@@ -150,11 +150,15 @@ class UserFunctionVariable(BaseFunctionVariable):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        from bytegraph.variables.compile_regions import call_region, marked_function
         from bytegraph.variables.made_modules import unwrapped_torch_compile_patch
 
         unwrapped = unwrapped_torch_compile_patch(self.fn)  # however it was reached
         if unwrapped is not None:
             return UserFunctionVariable(unwrapped).call_function(tx, args, kwargs)
+        region = marked_function(self.fn)  # a nested_compile_region's method, say
+        if region is not None:
+            return call_region(tx, UserFunctionVariable(region), args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:

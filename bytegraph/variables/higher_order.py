@@ -419,8 +419,10 @@ def higher_order_variable(value: Any, source: Any) -> VariableTracker | None:
     cls = _REGISTRY.get(id(value))
     if cls is not None:
         return cls(value, source=source)
-    from bytegraph.variables import autograd_function
+    from bytegraph.variables import autograd_function, compile_regions
 
+    if compile_regions.marked_function(value) is not None:
+        return compile_regions.CompileRegionVariable(value, source=source)
     if autograd_function.is_autograd_function_class(value):
         return autograd_function.AutogradFunctionClassVariable(value, source=source)
     return None
