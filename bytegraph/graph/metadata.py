@@ -545,11 +545,15 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
 
 
 def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
-    """Memoize only results made of new tensors (not inputs returned as-is, not views)."""
+    """Memoize only results made of new meta tensors (not inputs returned as-is, not
+    views, not tensors with data: ``torch.div(512, 256)`` of Python numbers makes a real
+    0-d tensor even under the meta device, and a later ``view(n, that, ...)`` reads its
+    value; a memo hit would give a meta tensor without it)."""
     inputs = {id(t) for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)}
     leaves = _leaves(result, [])
     return all(
-        isinstance(t, torch.Tensor) and id(t) not in inputs and not t._is_view() for t in leaves
+        isinstance(t, torch.Tensor) and t.is_meta and id(t) not in inputs and not t._is_view()
+        for t in leaves
     )
 
 

@@ -1,0 +1,70 @@
+"""0-d tensors computed from Python numbers, used as sizes (Longformer/LED's chunking).
+
+``torch.div(seq_len, w, rounding_mode="trunc")`` of two ints is a 0-d tensor with
+data, even under the meta device that static traces run on; a later
+``view(b, that, ...)`` reads its value, as eager does, and the graph computes the
+same value from the same (guarded) constants. The metadata memo rebuilt a repeat
+of such an op as a meta tensor without data, so the second chunking of a layer
+broke ("view reads a tensor's value"): LED and Longformer made 20 graphs where
+torch.compile makes 5. The fixture below memoizes every op (not only the ones
+measured slow), so the repeats always meet the memo.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _harness import Corpus, check_program, randn
+
+from bytegraph.graph import metadata
+
+corpus = Corpus()
+add = corpus.add
+
+
+@pytest.fixture(autouse=True)
+def memoize_every_op(monkeypatch):
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    metadata.reset()
+    yield
+    metadata.reset()
+
+
+def _chunk(x, w):
+    return x.view(x.size(0), torch.div(x.size(1), w * 2, rounding_mode="trunc"), w * 2, x.size(2))
+
+
+def x_and_window() -> tuple:
+    return (randn(2, 12, 3), 2)
+
+
+@add(x_and_window)
+def div_size_in_two_views(x, w):
+    return _chunk(x, w) * 2, _chunk(x + 1, w)
+
+
+@add(x_and_window)
+def chunk_count_in_new_zeros_and_as_strided(x, w):
+    out = []
+    for _ in range(2):  # a layer's second chunking repeats every op of the first
+        chunks = torch.div(x.size(1), w, rounding_mode="trunc") - 1
+        scores = x.new_zeros((x.size(0), chunks + 1, w, x.size(2)))
+        strided = x.as_strided(
+            size=(x.size(0), chunks + 1, w, x.size(2)),
+            stride=(x.stride(0), w * x.stride(1), x.stride(1), x.stride(2)),
+        )
+        out.append(scores + strided.reshape(x.size(0), chunks + 1, -1, x.size(2)))
+    return out
+
+
+@pytest.mark.parametrize("prog", list(corpus), ids=lambda p: p.name)
+def test_scalar_tensor_size_program(prog, differential, counting_backend):
+    check_program(prog, differential, counting_backend)
+
+
+def test_a_result_with_data_is_not_memoized_as_meta():
+    args, kwargs = (12, 4), {"rounding_mode": "trunc"}
+    for _ in range(2):
+        result = metadata.run("call_function", torch.div, args, kwargs)
+        assert not result.is_meta and int(result) == 3
