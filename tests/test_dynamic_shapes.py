@@ -401,3 +401,22 @@ def test_an_op_returning_a_dtype_in_a_dynamic_trace(counting_backend) -> None:
     for rows in (2, 5):
         x = torch.randn(rows, 3)
         torch.testing.assert_close(compiled(x, layer), moved_to_float(x, layer))
+
+
+def scaled_branch(x, k):
+    if k * 1.0 == 3.0:  # once k is dynamic: (1.0*torch.sym_float(k)) == 5.0
+        return x + 1
+    return x - 1
+
+
+def test_a_float_relation_guard_holds_on_an_identical_call(counting_backend) -> None:
+    """A SHAPE guard the ShapeEnv writes with ``torch.sym_float`` (or ``math.floor``)
+    raised NameError in the guard function, which has no ``torch``: the guard failed on
+    every call and each identical call compiled again (EnCodec's transposed convolutions,
+    ``math.ceil(padding_total * trim_right_ratio)``)."""
+    compiled = bytegraph.compile(scaled_branch, backend=counting_backend, dynamic=True)
+    x = torch.randn(4)
+    for k in (3, 3, 5, 5, 5):
+        torch.testing.assert_close(compiled(x, k), scaled_branch(x, k), rtol=0, atol=0)
+    assert len(compiled.entries) == counting_backend.calls == 2
+    assert "torch.sym_float(k)" in str(compiled.entries[0].guard)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
+import math
 import re
+import tokenize
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -118,7 +121,7 @@ class GuardFunctionBuilder:
         if kind is GuardKind.KEY_ABSENT:
             return [f"{self.const(expected)} not in {e()}"]
         if kind is GuardKind.SHAPE:
-            return [expected]
+            return [_bind_modules(expected, self.const)]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]
@@ -267,6 +270,30 @@ def _known(read: Callable[[], str], values: tuple[int, ...], symbolic: frozenset
             parts.append(f"{read()}[{start}:{end}] == {values[start:stop]!r}")
         start = stop + 1
     return parts
+
+
+_SHAPE_MODULES = {"torch": torch, "math": math}
+
+
+def _bind_modules(text: str, const: Callable[[Any], str]) -> str:
+    """The ShapeEnv's guard code with ``torch.sym_float``, ``math.floor``... bound as
+    constants: the guard function has no ``torch`` or ``math`` of its own, and a
+    NameError there failed the guard on every call (an identical call recompiled)."""
+    if "\n" in text:  # one line, so columns are offsets; else left as it is (it fails)
+        return text
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    spans: list[tuple[int, int, str]] = []
+    for i, tok in enumerate(tokens[:-2]):
+        dot, attr = tokens[i + 1], tokens[i + 2]
+        after_dot = i > 0 and tokens[i - 1].string == "."
+        if tok.type == tokenize.NAME and tok.string in _SHAPE_MODULES and not after_dot and (
+            dot.string == "." and attr.type == tokenize.NAME
+        ):
+            value = getattr(_SHAPE_MODULES[tok.string], attr.string)
+            spans.append((tok.start[1], attr.end[1], const(value)))
+    for start, end, name in reversed(spans):
+        text = text[:start] + name + text[end:]
+    return text
 
 
 def _float_bits(value: Any) -> tuple[str, ...] | None:
