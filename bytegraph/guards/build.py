@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
@@ -45,6 +46,7 @@ class GuardFunctionBuilder:
         self.share_reads = share_reads
         self._locals: dict[str, str] = {}
         self._distinct: list[tuple[Source, ...]] = []
+        self._per_instance: list[Guard] = []  # on classes made per instance (class_shapes.py)
         self._const_names: dict[int, str] = {}
         self._seen: set[str] = set()  # plain text of every part emitted so far
 
@@ -76,6 +78,9 @@ class GuardFunctionBuilder:
             # type (every module of a model); one set of ids per group grows linearly.
             self._distinct.append((guard.source, *guard.expected))
             return
+        if per_instance_class(guard) is not None:
+            self._per_instance.append(guard)
+            return
         share, self.share_reads = self.share_reads, False
         keys = self._expressions(guard)  # plain text: what makes two checks the same
         self.share_reads = share
@@ -90,6 +95,7 @@ class GuardFunctionBuilder:
         for group in _connected(self._distinct):
             ids = ", ".join(f"id({self.ref(source)})" for source in group)
             self.parts.append(f"len({{{ids}}}) == {len(group)}")
+        self.parts.extend(shape_checks(self._per_instance, self.ref, self.const))
 
     def _expressions(self, guard: Guard) -> list[str]:
         def e() -> str:  # a call per use: only the first use may store the read
