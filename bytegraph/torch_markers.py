@@ -21,6 +21,7 @@ imported it, which is also the only way it could have been filled):
    ``torch.compiler.assume_constant_result``         ``_dynamo_marked_``  "constant"
                                                      ``constant``
    ``torch._dynamo.is_compiling``                    the function itself  "compiling"
+   ``torch.compiler.disable(module)``                an OptimizedModule   (a break)
    ================================================  ===================  ===========
 
    A call of a disabled function is one graph break and the function runs as
@@ -73,6 +74,16 @@ def torch_marking(value: Any) -> str | None:
     return _registered(value)
 
 
+def is_disabled_module(value: Any) -> bool:
+    """``torch.compiler.disable(module)``: torch's OptimizedModule whose forward is the
+    module's call, disabled. Calling it is one break; it runs as Python."""
+    kind = type(value)
+    if kind.__name__ != "OptimizedModule" or kind.__module__ != _EVAL_FRAME:
+        return False
+    forward = getattr(value, "__dict__", {}).get("forward")
+    return getattr(forward, "__dict__", {}).get("_torchdynamo_disable") is True
+
+
 def _registered(value: Any) -> str | None:
     """The marks torch keeps in registries of its own, by identity."""
     decorators = sys.modules.get(_DECORATORS)
@@ -98,7 +109,11 @@ def _in_id_set(name: str, value: Any) -> bool:
 
 
 def disabled_reason(fn: Any) -> str:
-    """The break's detail for a call of a function torch.compiler.disable marked."""
+    """The break's detail for a call of a function (or module) torch.compiler.disable
+    marked."""
+    if is_disabled_module(fn):
+        inner = type(fn.__dict__.get("_modules", {}).get("_orig_mod")).__qualname__
+        return f"a {inner} module is disabled by torch.compiler.disable"
     name = getattr(fn, "__qualname__", None) or repr(fn)
     recursive = getattr(fn, "_torchdynamo_disable_recursive", None) is not False and (
         "_torchdynamo_orig_callable" in getattr(fn, "__dict__", {})

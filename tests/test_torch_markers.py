@@ -173,6 +173,40 @@ def test_disabled_method_of_a_module() -> None:
     assert "log_stats is disabled by torch.compiler.disable" in brk.reason
 
 
+class _Sine(torch.nn.Module):
+    def forward(self, x):
+        CALLS.append(torch.compiler.is_compiling())
+        return x.sin()
+
+
+@torch.compiler.disable
+class _DisabledCosine(torch.nn.Module):
+    def forward(self, x):
+        CALLS.append(torch.compiler.is_compiling())
+        return x.cos()
+
+
+@pytest.mark.parametrize(
+    "module, reason",
+    [(torch.compiler.disable(_Sine()), "a _Sine module is disabled"),
+     (_DisabledCosine(), "_wrapped_call_impl is disabled")],
+    ids=["instance", "class"],
+)
+def test_disabled_module_is_one_clean_break(module, reason) -> None:
+    def f(x):
+        return module(x + 1) * 2
+
+    x = torch.randn(3)
+    CALLS.clear()
+    expected = f(x)
+    for compiled, graphs in both(f):
+        same(compiled(x), expected)
+        assert graphs.targets() == [["add"], ["mul"]]
+    assert CALLS == [False] * 3
+    (brk,) = bytegraph.explain(f)(x).breaks
+    assert reason in brk.reason and "torch.compiler.disable" in brk.reason
+
+
 def test_compiling_a_disabled_function_compiles_it_as_torch_compile_does() -> None:
     @torch.compiler.disable
     def g(x):

@@ -36,6 +36,7 @@ from bytegraph.guards.sources import (
     Source,
 )
 from bytegraph.markers import marking
+from bytegraph.torch_markers import is_disabled_module
 from bytegraph.variables.base import (
     AttributeMutationExisting,
     ValueMutationExisting,
@@ -275,6 +276,9 @@ def _wrap_user_object(
 ) -> VariableTracker | None:
     """nn.Modules and instances of plain user classes, guarded by their type."""
     cls = type(value)
+    if is_disabled_module(value):  # torch.compiler.disable(module): called as it is
+        tx.output.add_guard(GuardKind.ID_MATCH, source, value)
+        return MarkedFunctionVariable(value, "disabled", source=source)
     if is_traceable_module(value):
         tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
         return NNModuleVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)

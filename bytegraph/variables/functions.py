@@ -345,7 +345,7 @@ class MarkedFunctionVariable(VariableTracker):
         return self.fn
 
     def call_function(self, tx, args, kwargs):
-        from bytegraph.torch_markers import disabled_reason, torch_marking
+        from bytegraph.torch_markers import disabled_reason, is_disabled_module, torch_marking
         from bytegraph.variables.constant import ConstantVariable
 
         if self.marking == "graph_break":
@@ -355,7 +355,7 @@ class MarkedFunctionVariable(VariableTracker):
             return _call_constant_result(tx, self.fn, args, kwargs)
         if self.marking == "compiling":  # torch._dynamo.is_compiling(): yes, while traced
             return ConstantVariable(True)
-        if torch_marking(self.fn) == "disabled":
+        if torch_marking(self.fn) == "disabled" or is_disabled_module(self.fn):
             raise Unsupported("disabled_function", disabled_reason(self.fn))
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         raise Unsupported("disabled_function", f"{name} is marked {self.marking}")

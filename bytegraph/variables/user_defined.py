@@ -154,7 +154,7 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
     any user function: their class was accepted as plain Python.
     """
     from bytegraph.variables.builder import wrap
-    from bytegraph.variables.functions import UserFunctionVariable
+    from bytegraph.variables.functions import MarkedFunctionVariable, UserFunctionVariable
 
     if not isinstance(fn, types.FunctionType):
         raise Unsupported(
@@ -165,7 +165,9 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
             "class_without_source", f"method {fn.__qualname__} of a class with no source"
         )
     vt = wrap(tx, fn, source)
-    if isinstance(vt, UserFunctionVariable) or not fn.__module__.startswith("torch"):
+    if isinstance(vt, (UserFunctionVariable, MarkedFunctionVariable)) or (
+        not fn.__module__.startswith("torch")
+    ):  # a marked one stays marked, torch's too (a class torch.compiler.disable wrapped)
         return vt
     return UserFunctionVariable(fn, source=source)
 
