@@ -305,6 +305,41 @@ def test_checkpoint_non_reentrant(backend: str) -> None:
     assert torch.ops.higher_order.tag_activation_checkpoint in counting.targets()
 
 
+SAC_CALLS: list = []
+
+
+def _policy(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    SAC_CALLS.append(op)
+    if op == torch.ops.aten.mm.default:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _selective_context():
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(_policy)
+
+
+MATRIX = torch.randn(4, 4, requires_grad=True)
+
+
+def selectively_checkpointed(x):
+    return checkpoint(lambda a: (a @ MATRIX).sin().cos(), x, use_reentrant=False,
+                      context_fn=_selective_context)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_selective_checkpointing_passes_its_policy(backend: str) -> None:
+    SAC_CALLS.clear()
+    counting = check(selectively_checkpointed, (torch.randn(3, 4, requires_grad=True),),
+                     backend, params=(MATRIX,))
+    assert torch.ops.higher_order.tag_activation_checkpoint in counting.targets()
+    assert torch.ops.aten.mm.default in SAC_CALLS
+
+
 def reentrant(x):
     return checkpoint(torch.sin, x, use_reentrant=True)
 

@@ -304,6 +304,12 @@ class PartialVariable(VariableTracker):
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return True
 
+    def as_python_constant(self) -> Any:
+        return functools.partial(
+            self.fn.as_python_constant(), *(a.as_python_constant() for a in self.args),
+            **{k: v.as_python_constant() for k, v in self.kwargs.items()},
+        )
+
     def call_function(self, tx, args, kwargs):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 

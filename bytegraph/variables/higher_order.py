@@ -331,13 +331,18 @@ class CheckpointVariable(PythonValueVariable):
                 "checkpoint without use_reentrant=False (the reentrant variant runs the "
                 "body inside an autograd.Function of its own)",
             )
-        if "context_fn" in kwargs:
-            raise Unsupported("higher_order_call", "checkpoint with a context_fn")
-        fn_kwargs = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS}
+        # A selective-checkpointing policy goes where torch's tag_activation_checkpoint
+        # reads it, the body module's meta, as torch.compile puts it.
+        context_fn = kwargs["context_fn"].as_python_constant() if "context_fn" in kwargs else None
+        fn_kwargs = {k: v for k, v in kwargs.items()
+                     if k not in _CHECKPOINT_OPTIONS and k != "context_fn"}
         body = speculate(tx, "checkpoint", [],
                          lambda _: fn.call_function(tx, list(fn_args), fn_kwargs))
         refuse_aliasing(body, "checkpoint")
-        graph = install(tx, "checkpoint_body", body)
+        module = body.module()
+        if context_fn is not None:
+            module.meta["_checkpoint_context_fn"] = context_fn
+        graph = tx.output.tracer.install("checkpoint_body", module)
         outputs = call_op(
             tx, torch.ops.higher_order.tag_activation_checkpoint,
             (graph, *body.lifted()), options, body.outputs,

@@ -104,6 +104,13 @@ class ObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
+    def as_python_constant(self) -> Any:
+        # A function of torch's that is not traced (the builder guards its identity), as
+        # an argument a callee keeps: checkpoint's context_fn partial, say.
+        if self.source is not None and isinstance(self.value, types.FunctionType):
+            return self.value
+        return super().as_python_constant()
+
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         raise Unsupported(
             "unknown_attribute", f"attribute {name!r} of a {type(self.value).__name__} object"

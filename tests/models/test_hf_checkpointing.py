@@ -69,3 +69,60 @@ def test_gpt2_gradient_checkpointing_one_graph(backend: str) -> None:
     torch.testing.assert_close(loss, expected_loss)
     for name, grad in expected.items():
         torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+# -- selective activation checkpointing: a policy saves matmuls, recomputes the rest -------------
+POLICY_CALLS: list = []
+
+
+def save_matmuls(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    POLICY_CALLS.append(op)
+    if op in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def selectively_checkpointed_llama() -> torch.nn.Module:
+    import functools
+
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    context_fn = functools.partial(create_selective_checkpoint_contexts, save_matmuls)
+    model.gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn})
+    return model.train()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_llama_selective_activation_checkpointing_one_graph(backend: str) -> None:
+    model = selectively_checkpointed_llama()
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    graphs: list[torch.fx.GraphModule] = []
+    real = lookup_backend(backend)
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return real(gm, example_inputs)
+
+    def step(m):
+        out = m(input_ids=ids, labels=ids)
+        return out.loss, _gradients(model, out.loss)
+
+    expected_loss, expected = step(model)
+    POLICY_CALLS.clear()
+    loss, grads = step(bytegraph.compile(model, backend=counting, fullgraph=True))
+    assert len(graphs) == 1
+    targets = [n.target for n in graphs[0].graph.nodes]
+    assert targets.count(torch.ops.higher_order.tag_activation_checkpoint) == 2
+    assert POLICY_CALLS, "the policy was not consulted: checkpointing was not selective"
+    torch.testing.assert_close(loss, expected_loss)
+    for name, grad in expected.items():
+        torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
