@@ -48,6 +48,7 @@ from bytegraph.variables.generators import (
     refuse_abandoned_generators,
     release_generator_frames,
 )
+from bytegraph.variables.tensor_attributes import keep_leaf_flags
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -248,7 +249,7 @@ def _compile(
             logs.get_logger("graph_code").info(
                 "graph of %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False)
             )
-        compiled = _call_backend(backend, gm, inputs, output.shapes)
+        compiled = keep_leaf_flags(_call_backend(backend, gm, inputs, output.shapes), outputs)
         code = code.replace(co_consts=tuple(
             compiled if const is pending else const for const in code.co_consts
         ))

@@ -76,7 +76,7 @@ class TensorVariable(VariableTracker):
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name in _UNSUPPORTED_METHODS and name not in ("requires_grad_", "numpy"):
             # call_method decides those two
-            raise _refuse_method(name)
+            raise refuse_method(name)
         if callable(getattr(torch.Tensor, name, None)):
             return BoundMethodVariable(self, name)
         raise Unsupported("tensor_attribute", f"Tensor attribute {name!r}")
@@ -95,14 +95,19 @@ class TensorVariable(VariableTracker):
     ) -> VariableTracker:
         if name == "item" and not args and not kwargs:
             return _item(tx, self)
-        if name == "requires_grad_" and _already_requires_grad(self, args, kwargs):
-            return self  # a no-op (Hugging Face's enable_input_require_grads hook)
+        if name == "requires_grad_" and len(args) + len(kwargs) <= 1 and kwargs.keys() <= {
+            "requires_grad"
+        }:
+            from bytegraph.variables.tensor_attributes import set_requires_grad
+
+            flag = [*args, *kwargs.values()] or [ConstantVariable(True)]
+            return set_requires_grad(tx, self, flag[0])
         if name in _UNSUPPORTED_METHODS:
             if name == "numpy" and not args and not kwargs:
                 from bytegraph.variables.numpy import tensor_to_ndarray
 
                 return tensor_to_ndarray(tx, self)  # a break where config.trace_numpy is off
-            raise _refuse_method(name)
+            raise refuse_method(name)
         folded = _fold_method(tx, self, name, args, kwargs)
         if folded is not None:
             return folded
@@ -118,14 +123,6 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name}, {self.dtype}, {list(self.shape)}, {self.device})"
-
-
-def _already_requires_grad(t: TensorVariable, args: list, kwargs: dict) -> bool:
-    """``t.requires_grad_(True)`` on a tensor that requires grad changes nothing."""
-    flag = (list(args) + list(kwargs.values()) or [ConstantVariable(True)])[0]
-    return t.example.requires_grad and flag.is_python_constant() and (
-        flag.as_python_constant() is True
-    )
 
 
 def _item(tx: InstructionTranslatorBase, t: TensorVariable) -> VariableTracker:
@@ -148,7 +145,7 @@ _UNSUPPORTED_METHODS = frozenset({
 })
 
 
-def _refuse_method(name: str) -> Unsupported:
+def refuse_method(name: str) -> Unsupported:
     """The break for ``Tensor.<name>``, one of ``_UNSUPPORTED_METHODS``."""
     detail = f"Tensor.{name} needs the tensor's values"
     if name in ("tolist", "numpy"):

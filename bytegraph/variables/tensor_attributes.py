@@ -16,9 +16,16 @@
   is only understood when ``v`` is that same tensor (``p.data -= lr * g`` stores
   back what the in-place op returned): a no-op. Any other store breaks.
 
-What stays a break, with its reason: ``requires_grad_()`` / ``requires_grad =`` that
-change a tensor's autograd state, and ``backward()`` (Python runs it between two graphs,
-as torch.compile does).
+* ``t.requires_grad_(flag)`` (or ``t.requires_grad = flag``) on a tensor made in the
+  trace while grad mode is off (``torch.zeros_like(q).requires_grad_()`` in MRA's
+  attention, run for inference) is that call in the graph: the tensor is a leaf and no op
+  under no_grad records autograd history, so only the flag itself changes, on the
+  tensor the graph returns as on the one eager makes.
+
+What stays a break, with its reason: ``requires_grad_()`` / ``requires_grad =`` on a
+tensor from the frame, on a view, or under grad mode (ops after it would build autograd
+history inside the graph), and ``backward()`` (Python runs it between two graphs, as
+torch.compile does).
 """
 
 from __future__ import annotations
@@ -111,6 +118,9 @@ def store_attribute(tx: Tx, t: TensorVariable, name: str, value: VariableTracker
         return
     if name == "data" and _is_own_data(t, value):
         return
+    if name == "requires_grad":
+        set_requires_grad(tx, t, value)
+        return
     raise Unsupported(
         "attribute_mutation",
         f"setting Tensor.{name} (changes the tensor's {'memory' if name == 'data' else 'state'} "
@@ -170,3 +180,42 @@ def _grad_fits(t: TensorVariable, grad: TensorVariable) -> bool:
         a.shape == b.shape and a.dtype == b.dtype and t.device == grad.device
         and a.layout == b.layout and grad is not t
     )
+
+
+def set_requires_grad(tx: Tx, t: TensorVariable, flag: VariableTracker) -> VariableTracker:
+    """``t.requires_grad_(flag)``: a node of the graph for a tensor made in the trace under
+    no_grad, ``t`` itself where nothing changes; a break otherwise."""
+    from bytegraph.variables.tensor import refuse_method, tensor_op
+
+    wanted = flag.as_python_constant() if flag.is_python_constant() else None
+    if type(wanted) is not bool:
+        raise refuse_method("requires_grad_")
+    example = t.example
+    if example.requires_grad == wanted:
+        return t
+    made_leaf = t.source is None and example.is_leaf and example._base is None
+    if not made_leaf or torch.is_grad_enabled():
+        raise refuse_method("requires_grad_")
+    return tensor_op(tx, "call_method", "requires_grad_", [t, ConstantVariable(wanted)], {})
+
+
+def keep_leaf_flags(compiled: Any, outputs: list[TensorVariable]) -> Any:
+    """``compiled`` (a backend's callable), setting ``requires_grad`` again on the outputs
+    that are leaves made in the graph and requiring grad (``requires_grad_()`` or a factory
+    with ``requires_grad=True`` under no_grad): AOTAutograd returns them without the flag.
+    The graph itself needs none of it, since no op under no_grad records history."""
+    examples = [getattr(t, "example", None) for t in outputs]
+    flagged = [
+        i for i, e in enumerate(examples)
+        if isinstance(e, torch.Tensor) and e.requires_grad and e.is_leaf
+    ]
+    if not flagged:
+        return compiled
+
+    def run(*args: Any) -> Any:
+        results = compiled(*args)
+        for i in flagged:
+            results[i].requires_grad_()
+        return results
+
+    return run

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import bytegraph
+from bytegraph.graph.backends import lookup_backend
 from tests.conftest import assert_same_value
 
 
@@ -246,3 +247,47 @@ def test_data_store_that_changes_the_layout_breaks():
     with pytest.raises(bytegraph.Unsupported):
         bytegraph.compile(transpose_data_in_place, backend="eager", fullgraph=True)(
             torch.randn(2, 3))
+
+
+def made_leaf_requires_grad(q):
+    z = torch.zeros_like(q).requires_grad_()  # MRA's attention without its CUDA kernel
+    w = torch.ones_like(q)
+    w.requires_grad = True
+    off = torch.ones_like(q).requires_grad_(False)
+    made = torch.full_like(q, 2.0, requires_grad=True)  # a factory's flag, the same way
+    return (z + q) * 2, z, w, z.requires_grad, z.is_leaf, w.requires_grad, off, made
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_requires_grad_of_a_tensor_made_under_no_grad_is_in_the_graph(backend, differential):
+    """``requires_grad_()`` on a leaf made in the trace while grad mode is off changes only
+    its flag: one graph, and the outputs carry the flag on every backend (AOTAutograd's
+    outputs lose it unless it is set again)."""
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return lookup_backend(backend)(gm, example_inputs)
+
+    compiled = differential.compile(made_leaf_requires_grad, backend=counting)
+    with torch.no_grad():
+        for _ in range(2):
+            differential.check(made_leaf_requires_grad, compiled, (torch.randn(3),))
+    assert len(graphs) == 1
+
+
+def made_leaf_requires_grad_under_grad_mode(q):
+    return torch.zeros_like(q).requires_grad_() * q
+
+
+def test_requires_grad_of_a_made_tensor_under_grad_mode_still_breaks():
+    """With grad mode on, ops after it build autograd history from a leaf made inside
+    the graph, which AOTAutograd cannot return: Python runs it, as before."""
+    q = torch.randn(3)
+    compiled = bytegraph.compile(made_leaf_requires_grad_under_grad_mode, backend="eager")
+    actual, expected = compiled(q), made_leaf_requires_grad_under_grad_mode(q)
+    assert_same_value(actual, expected)
+    with pytest.raises(bytegraph.Unsupported, match="requires_grad_"):
+        bytegraph.compile(
+            made_leaf_requires_grad_under_grad_mode, backend="eager", fullgraph=True
+        )(q)
