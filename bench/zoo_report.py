@@ -1,6 +1,6 @@
 """The printed report of the transformers sweep (bench/zoo.py), from its rows.
 
-``totals(rows)`` and ``families(rows)`` are the tables the README shows; ``report(rows)`` prints
+``totals(rows)`` and ``families(rows)`` are docs/benchmarks.md's tables; ``report(rows)`` prints
 them with the lists a person acts on: models where bytegraph has more graphs or fewer ops than
 torch.compile, failures (not equal, errors, crashes, timeouts), recompiles on an identical second
 call, bytegraph's internal errors, the most common break reasons and what was not built.
