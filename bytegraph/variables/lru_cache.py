@@ -12,9 +12,11 @@ call. bytegraph keeps eager's cache instead:
   a tensor from outside be in the graph so far (the function would read the real
   objects, globals and tensors, which do not have the trace's changes yet),
   unless the call is certainly a cache hit, which runs nothing (a call without
-  arguments whose cache holds its one entry), or is a logger's log-once helper,
-  which is then recorded and made after the graph, in order with the replayed
-  mutations;
+  arguments whose cache holds its one entry), or is promised constant (the wrapped
+  function is marked ``assume_constant_result``, bytegraph's or torch's, as
+  transformers marks ``is_torch_greater_or_equal``: its result depends on no state
+  the trace could have changed), or is a logger's log-once helper, which is then
+  recorded and made after the graph, in order with the replayed mutations;
 * the real wrapper is called once, at trace time: a miss runs the function
   then (its output, a first ``warning_once`` message, appears while the trace
   runs, once, as in eager), a hit changes nothing;
@@ -78,7 +80,10 @@ class LruCacheFunctionVariable(VariableTracker):
                 "side_effect_in_higher_order_body", f"{name}() inside a higher-order op"
             )
         pending = tx.output.side_effects.has_replay or tx.output.writes_inputs
-        if pending and not _certain_hit(self.wrapper, self.receiver, args, kwargs):
+        if pending and not (
+            _certain_hit(self.wrapper, self.receiver, args, kwargs)
+            or _promised_constant(self.wrapper)
+        ):
             deferred = _defer_log_once(tx, self, args, kwargs)
             if deferred is not None:
                 return deferred
@@ -109,6 +114,16 @@ def _certain_hit(wrapper: Any, receiver: VariableTracker | None, args: list, kwa
     if receiver is not None or args or kwargs:
         return False
     return wrapper.cache_info().currsize > 0
+
+
+def _promised_constant(wrapper: Any) -> bool:
+    """The cached function, or its wrapper, is marked ``assume_constant_result``."""
+    from bytegraph.markers import marking
+
+    wrapped = getattr(wrapper, "__wrapped__", None)
+    return marking(wrapper) == "constant" or (
+        wrapped is not None and marking(wrapped) == "constant"
+    )
 
 
 def _defer_log_once(

@@ -264,3 +264,46 @@ def test_no_argument_call_after_a_mutation(warm, counting_backend):
     assert state == eager_state and scale() == eager_scale() == (1.0 if warm else 4.0)
     if warm:
         assert counting_backend.calls == 1
+
+
+def version_check_after_a_mutation(mark):
+    state, runs = State(), []
+
+    @functools.lru_cache
+    @mark
+    def at_least(version, accept_dev=False):  # transformers' is_torch_greater_or_equal
+        runs.append(version)
+        return version <= "3" and not accept_dev
+
+    def f(x):
+        state.last = x.shape[0]  # pending while the trace runs
+        if at_least("2.5", accept_dev=True) or at_least("2.5"):
+            return x * 2
+        return x - 1
+
+    return f, at_least, state, runs
+
+
+def _mark_constant_for_torch(fn):
+    fn._dynamo_marked_constant = True  # what torch.compiler.assume_constant_result leaves
+    return fn
+
+
+@pytest.mark.parametrize(
+    "mark", [bytegraph.assume_constant_result, _mark_constant_for_torch],
+    ids=["bytegraph's mark", "torch's mark"],
+)
+def test_promised_constant_is_called_with_mutations_pending(mark, counting_backend):
+    """A cached function whose wrapped function is marked constant (transformers marks
+    ``is_torch_greater_or_equal`` for torch.compile, under its ``lru_cache``) depends on no
+    state the trace changes: called at trace time even with mutations pending, once per
+    distinct arguments as in eager (Jamba and Zamba's Mamba path: a break before)."""
+    eager_f, eager_at_least, eager_state, eager_runs = version_check_after_a_mutation(mark)
+    f, at_least, state, runs = version_check_after_a_mutation(mark)
+    compiled = bytegraph.compile(f, backend=counting_backend, fullgraph=True)
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_same_value(compiled(x), eager_f(x))
+    assert state == eager_state and runs == eager_runs == ["2.5", "2.5"]
+    assert at_least.cache_info().currsize == eager_at_least.cache_info().currsize == 2
+    assert counting_backend.calls == 1
