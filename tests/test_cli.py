@@ -232,7 +232,7 @@ def test_the_script_runs_as_main_with_its_arguments(tmp_path, capsys) -> None:
 
 
 def test_the_readme_example(capsys) -> None:
-    """README's command: examples/see_inside.py, its model inlined, two breaks, a recompile."""
+    """docs/seeing_inside.md's command: see_inside.py, its model inlined, two breaks, recompiles."""
     example = os.path.join(os.path.dirname(__file__), "..", "examples", "see_inside.py")
     status, out, err = run_main(["explain", example, "--function", "step"], capsys)
     assert status == 0, err
