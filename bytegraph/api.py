@@ -290,7 +290,8 @@ def _compile_python(
     """A module, a function, or a method of a Python function, compiled; any other method
     (of a builtin) as it is."""
     if isinstance(model, torch.nn.Module):
-        forward = CompiledFunction(type(model).forward, backend, fullgraph)
+        # see_through: a class whose forward was compiled in place (compile(NetClass))
+        forward = CompiledFunction(see_through(type(model).forward), backend, fullgraph)
         return CompiledModule(model, forward.set_dynamic(dynamic))
     if isinstance(model, types.FunctionType):
         return CompiledFunction(model, backend, fullgraph).set_dynamic(dynamic)

@@ -387,7 +387,9 @@ def render_markdown() -> str:
         "",
         "Every reason bytegraph leaves part of a program to Python has an entry here. "
         "`explain()` reports and structured traces name the id and name of the entry; "
-        "`Unsupported.kind` is its family. Under `fullgraph=True` each is an error.",
+        "`Unsupported.kind` is its family. Under `fullgraph=True` each is an error, "
+        "except B202, B205 and B206: as under torch.compile, fullgraph captures those "
+        "data-dependent values in the graph.",
         "",
     ]
     for family, description in FAMILIES.items():

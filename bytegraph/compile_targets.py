@@ -11,8 +11,10 @@ original once with the new settings (no wrapper around a wrapper):
    ``functools.wraps`` copy of those attributes is not mistaken for a wrapper).
    Wrappers torch.compiler.disable makes carry no ``_is_torch_compile`` and
    are left alone.
-2. bytegraph's: a CompiledModule's ``_orig_mod``, a CompiledFunction's ``fn``,
-   a method bound to a CompiledFunction.
+2. bytegraph's: a CompiledModule's ``_orig_mod``, a CompiledFunction's ``fn``.
+
+A method bound to either kind of compiled function is the original bound to
+the same object.
 
 ``compile_other(value, compile_)`` then handles what is neither a function,
 a method nor an nn.Module:
@@ -54,8 +56,9 @@ def _wrapped(value: Any) -> Any:
         return value._orig_mod
     if isinstance(value, CompiledFunction):
         return value.fn
-    if isinstance(value, types.MethodType) and isinstance(value.__func__, CompiledFunction):
-        return types.MethodType(value.__func__.fn, value.__self__)
+    if isinstance(value, types.MethodType):  # a compiled function bound as a method
+        inner = _wrapped(value.__func__)
+        return None if inner is None else types.MethodType(inner, value.__self__)
     if getattr(value, "_is_torch_compile", False) is not True:
         return None
     if isinstance(value, torch.nn.Module):

@@ -12,7 +12,7 @@ Everything else users do with torch.compile's wrapper works the same:
   ``load_state_dict`` takes those keys and the original module's own;
 * ``training`` is the original's (``train()``/``eval()`` on either is seen by
   both); attributes the wrapper does not own are read, set and deleted on the
-  original; ``len()`` and ``dir()`` are the original's;
+  original; ``len()``, truth and ``dir()`` are the original's;
 * hooks registered on the wrapper run around the call as nn.Module runs them:
   registering one turns the object into ``HookedCompiledModule``, whose call
   goes through ``nn.Module.__call__`` (so a wrapper without hooks pays nothing
@@ -104,6 +104,11 @@ class CompiledModule(torch.nn.Module):
     def __len__(self) -> int:
         return len(self._orig_mod)  # TypeError, as for the original, if it has no len()
 
+    def __bool__(self) -> bool:
+        # The original's truth (an empty Sequential is false), not __len__'s TypeError:
+        # torch's wrapper raises on ``if model:`` for a module without len().
+        return bool(self._orig_mod)
+
     def __dir__(self) -> list[str]:
         original = self._orig_mod.__dir__()
         seen = set(original)
@@ -154,6 +159,8 @@ def _rebuild(
 ) -> CompiledModule:
     """A CompiledModule of ``module`` with these settings (unpickling, deepcopy)."""
     from bytegraph.api import CompiledFunction
+    from bytegraph.compile_targets import see_through
 
-    forward = CompiledFunction(type(module).forward, backend, fullgraph).set_dynamic(dynamic)
+    forward = CompiledFunction(see_through(type(module).forward), backend, fullgraph)
+    forward.set_dynamic(dynamic)
     return CompiledModule(module, forward)

@@ -54,6 +54,46 @@ def test_the_signature_is_torch_compiles() -> None:
     assert ours["backend"].default == "inductor"
 
 
+# --- fullgraph ---------------------------------------------------------------------------
+
+
+def item_of_sum(x):
+    return x + (x * 2).sum().item()
+
+
+def nonzero_of(x):
+    return torch.nonzero(x) * 2
+
+
+@pytest.mark.parametrize("fn", [item_of_sum, nonzero_of], ids=lambda fn: fn.__name__)
+def test_fullgraph_keeps_data_dependent_values_in_the_graph_as_torch_does(fn) -> None:
+    """torch.compile(fullgraph=True) opts into unbacked semantics (capture_scalar_outputs
+    and capture_dynamic_output_shape_ops): one graph, where without fullgraph it breaks."""
+    ours, theirs = CountingBackend(), CountingBackend()
+    compiled = bytegraph.compile(fn, fullgraph=True, backend=ours)
+    torch_compiled = torch.compile(fn, fullgraph=True, backend=theirs)
+    x = torch.tensor([1.0, 0.0, 2.0])
+    check_like_torch(compiled, torch_compiled, fn, (x,))
+    assert ours.calls == theirs.calls == 1
+    assert not bytegraph.config.capture_scalar_outputs  # the switches were for that trace
+    assert not bytegraph.config.capture_dynamic_output_shape_ops
+    broken = bytegraph.compile(fn, backend="eager")
+    torch.testing.assert_close(broken(x), fn(x), rtol=0, atol=0)
+    assert broken.entries[0].breaks
+
+
+def test_fullgraph_still_refuses_a_branch_on_a_data_dependent_value() -> None:
+    def branchy(x):
+        if (x * 2).sum().item() > 1:
+            return x + 1
+        return x - 1
+
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.compile(branchy, fullgraph=True, backend="eager")(torch.ones(3))
+    with pytest.raises(bytegraph.Unsupported, match="only the tensor's data decides"):
+        bytegraph.compile(branchy, fullgraph=True, backend="eager")(torch.ones(3))
+
+
 # --- mode and options ------------------------------------------------------------------
 
 
@@ -293,6 +333,11 @@ def test_an_nn_module_class_is_compiled_in_place() -> None:
     x = torch.randn(3)
     torch.testing.assert_close(Net()(x), torch.cos(x) + 1, rtol=0, atol=0)
     assert backend.calls == 1
+    # an instance of it compiled too: its forward compiled once, from the original
+    instance = bytegraph.compile(Net(), backend=backend)
+    assert not isinstance(instance._compiled_forward.fn, CompiledFunction)
+    torch.testing.assert_close(instance(x), torch.cos(x) + 1, rtol=0, atol=0)
+    assert backend.calls == 2
 
 
 @pytest.mark.parametrize("bad", [42, "f", type(None)], ids=repr)
@@ -334,6 +379,22 @@ def test_compiled_modules_are_compiled_from_the_original_module() -> None:
         assert compiled._orig_mod is module
         x = torch.randn(3, 4)
         torch.testing.assert_close(compiled(x), module(x), rtol=0, atol=0)
+
+
+def test_a_method_torch_compiled_in_its_class_is_compiled_from_the_original() -> None:
+    class Doubler:
+        @torch.compile(backend="eager")
+        def run(self, x):
+            return torch.sin(x) * 2
+
+    backend = CountingBackend()
+    obj = Doubler()
+    compiled = bytegraph.compile(obj.run, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), torch.sin(x) * 2, rtol=0, atol=0)
+    assert compiled.__self__ is obj
+    assert compiled.__func__.fn is Doubler.run._torchdynamo_orig_callable
+    assert backend.calls == 1 and compiled.__func__.entries[0].breaks == ()
 
 
 def test_a_compiled_method_compiled_again() -> None:

@@ -244,6 +244,17 @@ def test_len_is_the_originals() -> None:
         len(torch.compile(make(), backend="eager"))
 
 
+def test_truth_is_the_originals() -> None:
+    """``if model:`` on torch's wrapper of a module without len() raises TypeError (its
+    __len__ does); bytegraph's gives the original's truth, as eager does."""
+    empty = torch.nn.Sequential()
+    for module in (make(), empty, torch.nn.Sequential(torch.nn.ReLU())):
+        assert bool(bytegraph.compile(module, backend="eager")) is bool(module)
+    assert bool(torch.compile(empty, backend="eager")) is False
+    with pytest.raises(TypeError):
+        bool(torch.compile(make(), backend="eager"))
+
+
 def test_repr_is_torchs_with_the_class_name() -> None:
     _, compiled, _, torch_compiled = both()
     assert repr(compiled).replace("CompiledModule", "OptimizedModule", 1) == repr(torch_compiled)

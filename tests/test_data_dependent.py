@@ -15,7 +15,6 @@ import torch
 
 import bytegraph
 from bytegraph import config
-from bytegraph.exc import Unsupported
 
 
 def nonzero_rows(x):
@@ -84,8 +83,11 @@ def test_off_a_break_that_names_the_switch(fn, make_args, switch, differential) 
     assert reason.kind == "data_dependent"
     assert f"bytegraph.config.{switch} = True" in reason.detail
     assert "failed on metadata" not in reason.detail
-    with pytest.raises(Unsupported, match=switch):
-        bytegraph.compile(fn, backend="eager", fullgraph=True)(*make_args())
+    # fullgraph=True opts into capturing them, as torch.compile(fullgraph=True) does
+    whole = differential.compile(fn, fullgraph=True)
+    differential.check(fn, whole, make_args())
+    assert len(whole.entries[0].graphs) == 1 and not whole.entries[0].breaks
+    assert not getattr(config, switch)
 
 
 def test_off_in_a_dynamic_trace_too(differential) -> None:

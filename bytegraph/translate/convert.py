@@ -77,12 +77,40 @@ def convert_frame(
         return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
     except Unsupported as reason:
         if fullgraph:
+            if reason.entry.name in _UNBACKED_ENTRIES and not _capturing_data_dependent():
+                return _with_data_dependent_capture(ctx, frame_values, backend, dynamic)
             raise
         if reason.step is None:  # the trace finished but its result cannot be rebuilt
             return _entry(fn, tx.output, _python_run(ctx), breaks=(reason,))
         return _translate_with_break(ctx, frame_values, backend, reason, dynamic)
     finally:
         _release_trace(tx)
+
+
+# torch.compile(fullgraph=True) "opts into unbacked semantics": .item() and ops whose output
+# size the data decides stay in the graph, as with both config switches below on. A
+# fullgraph trace that meets one of these is traced again with both on for that trace.
+_UNBACKED_ENTRIES = frozenset({"item_call", "dynamic_output_shape", "data_dependent_result"})
+_CAPTURE_SWITCHES = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+
+
+def _capturing_data_dependent() -> bool:
+    return all(getattr(config, name) for name in _CAPTURE_SWITCHES)
+
+
+def _with_data_dependent_capture(
+    ctx: FrameContext, frame_values: dict[str, Any], backend: Backend, dynamic: DynamicSpec
+) -> CacheEntry:
+    """The fullgraph entry traced with data-dependent values captured (compiling holds the
+    compile lock, so no other trace sees the switches on)."""
+    saved = [getattr(config, name) for name in _CAPTURE_SWITCHES]
+    for name in _CAPTURE_SWITCHES:
+        setattr(config, name, True)
+    try:
+        return convert_frame(ctx, frame_values, backend, True, dynamic)
+    finally:
+        for name, value in zip(_CAPTURE_SWITCHES, saved):
+            setattr(config, name, value)
 
 
 def _release_trace(tx: InstructionTranslator) -> None:
