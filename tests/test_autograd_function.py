@@ -208,3 +208,31 @@ def test_one_tensor_passed_as_two_arguments() -> None:
     function had two parameters of that node's name (a SyntaxError; seen in YOSO, whose
     attention passes one mask as both query and key mask)."""
     check(same_tensor_twice, (torch.randn(4, requires_grad=True),), "eager")
+
+
+class StrideInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x + x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * grad.stride()[-1] + grad.is_contiguous()
+
+
+def stride_in_backward(x):
+    return StrideInBackward.apply(x)
+
+
+def test_gradient_layout_read_in_backward_is_refused() -> None:
+    """After ``out.sum().backward()`` autograd hands backward an expanded gradient (stride
+    0): the trace's example is contiguous, so a folded stride gave other gradients."""
+    x = torch.randn(2, 2, requires_grad=True)
+    error = refused(stride_in_backward, x)
+    assert "Tensor.stride()" in error.detail and "layout" in error.detail
+    grads = []
+    for run in (stride_in_backward, bytegraph.compile(stride_in_backward, backend="eager")):
+        a = x.detach().clone().requires_grad_()
+        run(a).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0)

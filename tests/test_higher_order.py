@@ -340,16 +340,6 @@ def test_selective_checkpointing_passes_its_policy(backend: str) -> None:
     assert torch.ops.aten.mm.default in SAC_CALLS
 
 
-def reentrant(x):
-    return checkpoint(torch.sin, x, use_reentrant=True)
-
-
-def test_reentrant_checkpoint_is_refused() -> None:
-    error = refused(reentrant, torch.randn(3, requires_grad=True))
-    assert error.entry.name == "higher_order_call"
-    assert "use_reentrant=False" in error.detail
-
-
 # -- torch.func transforms ----------------------------------------------------------------------
 def vmapped(x):
     return torch.func.vmap(lambda a: torch.dot(a, W).sin(), in_dims=0, randomness="error")(x)

@@ -150,7 +150,7 @@ def checkpoint_tuple_output(x, y):
     return p + q
 
 
-@program(f"{AC}::test_tags_dropout", inputs(_g(4, 4), _g(4, 4)), backward=True)
+@program(f"{AC}::test_tags_dropout", inputs(_g(4, 4), _g(4, 4)), backward=True, graphs=0)
 def checkpoint_dropout(x, y):
     def fn(a, b):
         return torch.nn.functional.dropout(a @ b, p=0.2)
@@ -176,7 +176,7 @@ def checkpoint_in_module_loop(x, model):
 
 
 @program(f"{AC}::test_compile_selective_checkpoint_must_save_list",
-         inputs(_g(4, 4), _g(4, 4)), backward=True, graphs=0)
+         inputs(_g(4, 4), _g(4, 4)), backward=True)
 def selective_checkpoint_op_list(x, y):
     def fn(a, b):
         return torch.sigmoid(torch.matmul(torch.matmul(a, b), b))
@@ -185,7 +185,7 @@ def selective_checkpoint_op_list(x, y):
 
 
 @program(f"{AC}::test_compile_selective_checkpoint_custom_rule",
-         inputs(_g(4, 4), _g(4, 4)), backward=True, graphs=0)
+         inputs(_g(4, 4), _g(4, 4)), backward=True)
 def selective_checkpoint_policy(x, y):
     def fn(a, b):
         return torch.sigmoid(torch.matmul(torch.matmul(a, b).relu(), b))

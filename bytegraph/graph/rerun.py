@@ -68,11 +68,15 @@ def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:
     for node in gm.graph.nodes:
         if node.op == "call_module":
             return False
-        if node.op in ("call_function", "call_method"):
-            name = op_name(node.op, node.target).lower()
-            if any(word in name for word in _RANDOM_NAMES) and not _not_training(node):
-                return False
+        if node.op in ("call_function", "call_method") and draws_random_numbers(node):
+            return False
     return True
+
+
+def draws_random_numbers(node: torch.fx.Node) -> bool:
+    """Whether a call node draws from torch's random generator (by its op's name)."""
+    name = op_name(node.op, node.target).lower()
+    return any(word in name for word in _RANDOM_NAMES) and not _not_training(node)
 
 
 def _not_training(node: torch.fx.Node) -> bool:

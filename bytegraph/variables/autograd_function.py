@@ -59,7 +59,7 @@ from bytegraph.variables.higher_order import (
     speculate,
 )
 from bytegraph.variables.objects import ClassVariable
-from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.tensor import TensorVariable, unknown_layout
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
@@ -158,7 +158,13 @@ def _apply(
             returned: list[VariableTracker] = []
 
             def run_backward(grads: list[VariableTracker]) -> VariableTracker:
-                value = backward.call_function(tx, [ctx, *grads], {})
+                token = unknown_layout.set(
+                    f"in {name}.backward: its gradients' layout is autograd's at run time"
+                )
+                try:
+                    value = backward.call_function(tx, [ctx, *grads], {})
+                finally:
+                    unknown_layout.reset(token)
                 returned.append(value)
                 return value
 

@@ -22,8 +22,8 @@ run and differentiate it. For each op:
 
 Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
-``scans.py``; this module holds the shared machinery, ``torch.cond``, ``map``
-and ``checkpoint``. ``while_loop``
+``scans.py``, ``checkpoint`` in ``checkpoints.py``; this module holds the
+shared machinery, ``torch.cond`` and ``map``. ``while_loop``
 is not captured (its graph form fails in torch's own eager run and needs a
 shape environment under AOTAutograd): a call is a break, run in Python.
 """
@@ -310,46 +310,6 @@ def share_inputs(bodies: Sequence[Body]) -> list[torch.fx.Node]:
     return bodies[0].lifted()
 
 
-# -- torch.utils.checkpoint.checkpoint ------------------------------------------------
-_CHECKPOINT_OPTIONS = ("use_reentrant", "preserve_rng_state", "determinism_check", "debug")
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class CheckpointVariable(PythonValueVariable):
-    """``checkpoint(fn, *args, use_reentrant=False, **kwargs)``: the body in a graph of
-    its own, called through ``tag_activation_checkpoint`` (AOTAutograd recomputes it in
-    the backward pass instead of saving its activations)."""
-
-    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        if not args:
-            raise Unsupported("higher_order_call", "checkpoint() without a function")
-        fn, *fn_args = args
-        options = {k: kwargs[k].as_python_constant() for k in _CHECKPOINT_OPTIONS if k in kwargs}
-        if options.get("use_reentrant") is not False:
-            raise Unsupported(
-                "higher_order_call",
-                "checkpoint without use_reentrant=False (the reentrant variant runs the "
-                "body inside an autograd.Function of its own)",
-            )
-        # A selective-checkpointing policy goes where torch's tag_activation_checkpoint
-        # reads it, the body module's meta, as torch.compile puts it.
-        context_fn = kwargs["context_fn"].as_python_constant() if "context_fn" in kwargs else None
-        fn_kwargs = {k: v for k, v in kwargs.items()
-                     if k not in _CHECKPOINT_OPTIONS and k != "context_fn"}
-        body = speculate(tx, "checkpoint", [],
-                         lambda _: fn.call_function(tx, list(fn_args), fn_kwargs))
-        refuse_aliasing(body, "checkpoint")
-        module = body.module()
-        if context_fn is not None:
-            module.meta["_checkpoint_context_fn"] = context_fn
-        graph = tx.output.tracer.install("checkpoint_body", module)
-        outputs = call_op(
-            tx, torch.ops.higher_order.tag_activation_checkpoint,
-            (graph, *body.lifted()), options, body.outputs,
-        )
-        return body.rebuild(outputs)
-
-
 # -- torch._higher_order_ops.map ----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class MapVariable(PythonValueVariable):
@@ -401,13 +361,13 @@ def _cond_module() -> Any:
 
 
 def _registry() -> dict[int, type[VariableTracker]]:
+    from bytegraph.variables import checkpoints, func_transforms, scans
+
     table: dict[int, type[VariableTracker]] = {
         id(_cond_module().cond): CondVariable,
-        id(torch.utils.checkpoint.checkpoint): CheckpointVariable,
+        id(torch.utils.checkpoint.checkpoint): checkpoints.CheckpointVariable,
         id(sys.modules["torch._higher_order_ops.map"].map): MapVariable,
     }
-    from bytegraph.variables import func_transforms, scans
-
     table.update(func_transforms.REGISTRY)
     table.update(scans.REGISTRY)
     return table

@@ -10,6 +10,7 @@ constants instead of becoming nodes; a dynamic size is a ``x.size(i)`` node
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import operator
 from typing import TYPE_CHECKING, Any
@@ -177,6 +178,15 @@ def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
     return None
 
 
+# Set (to the reason) while a trace cannot know the memory layout of the tensors it
+# meets: a traced autograd.Function backward gets its gradients from autograd at run
+# time (an expanded, zero-stride tensor after ``out.sum().backward()``), not shaped
+# like the example, so a stride read there would fold a number eager does not see.
+unknown_layout: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "unknown_layout", default=None
+)
+_LAYOUT_METHODS = frozenset({"stride", "is_contiguous", "storage_offset", "data_ptr"})
+
 _FOLDED_METHODS = frozenset({
     "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
     "is_floating_point", "is_complex", "stride", "size", "storage_offset", "is_signed",
@@ -194,6 +204,8 @@ def _fold_method(
 
     if name == "get_device":
         return ConstantVariable(t.device.index if t.device.type != "cpu" else -1)
+    if name in _LAYOUT_METHODS and (why := unknown_layout.get()) is not None:
+        raise Unsupported("higher_order_call", f"Tensor.{name}() {why}")
     if name not in _FOLDED_METHODS:
         return None
     const_args = [python_constant(tx, a) for a in args]
