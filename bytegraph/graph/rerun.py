@@ -80,8 +80,8 @@ def draws_random_numbers(node: torch.fx.Node) -> bool:
 
 
 def _not_training(node: torch.fx.Node) -> bool:
-    """A dropout (or rrelu) called with ``training=False``: the identity, it draws nothing
-    (every dropout of a model in eval mode)."""
+    """A dropout (or rrelu) called with ``training=False``, or a dropout with ``p=0``: the
+    identity, it draws nothing (every dropout of a model in eval mode, or configured off)."""
     if node.op != "call_function":
         return False
     normalized = normalize_function(
@@ -90,7 +90,8 @@ def _not_training(node: torch.fx.Node) -> bool:
     if normalized is None:
         return False
     keywords = normalized.kwargs
-    return keywords.get("training", keywords.get("train")) is False
+    off = keywords.get("p") == 0 and "dropout" in getattr(node.target, "__name__", "")
+    return keywords.get("training", keywords.get("train")) is False or off
 
 
 def rerun(
