@@ -258,3 +258,31 @@ def test_truth_is_the_originals() -> None:
 def test_repr_is_torchs_with_the_class_name() -> None:
     _, compiled, _, torch_compiled = both()
     assert repr(compiled).replace("CompiledModule", "OptimizedModule", 1) == repr(torch_compiled)
+
+
+def test_a_global_module_hook_runs_as_in_eager() -> None:
+    """A global forward hook runs once per module call, as in eager; torch's wrapper runs it
+    for the wrapper too (and warns that it does)."""
+    _, compiled, _, torch_compiled = both()
+    eager = make()
+    x = torch.randn(2, 3)
+    seen: list[str] = []
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, args, out: seen.append(type(m).__name__)
+    )
+    try:
+        expected = eager(x)
+        eager_seen = list(seen)
+        seen.clear()
+        torch.testing.assert_close(compiled(x), expected, rtol=0, atol=0)
+        ours = list(seen)
+        seen.clear()
+        with pytest.warns(UserWarning, match="global hooks"):
+            torch_compiled(x)
+    finally:
+        handle.remove()
+    assert eager_seen == ["Linear", "BatchNorm1d", "Net"]
+    assert ours == eager_seen
+    # (torch runs the hooks of the modules inside a frame it compiled earlier without them
+    # only in some orders: its wrapper's extra call is what is compared)
+    assert seen[-2:] == ["Net", "OptimizedModule"]
