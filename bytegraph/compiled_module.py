@@ -87,8 +87,14 @@ class CompiledModule(torch.nn.Module):
             return self._modules["_orig_mod"]
         return getattr(self._orig_mod, name)
 
+    def _owns(self, name: str) -> bool:
+        """The wrapper's own attribute: its fixed few, nn.Module's (set by its __init__, such
+        as ``_is_full_backward_hook``, which torch's wrapper sends to the original and so
+        loses its own full backward hooks), or one its class defines."""
+        return name in _OWN or name in self.__dict__ or hasattr(type(self), name)
+
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN or hasattr(type(self), name):
+        if self._owns(name):
             super().__setattr__(name, value)
             if name == "_orig_mod" and self.__dict__.get("_ready"):
                 object.__setattr__(self, "_orig_mod", value)
@@ -96,7 +102,7 @@ class CompiledModule(torch.nn.Module):
             setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name: str) -> None:
-        if name in _OWN or hasattr(type(self), name):
+        if self._owns(name):
             super().__delattr__(name)
         else:
             delattr(self._orig_mod, name)

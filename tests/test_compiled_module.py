@@ -286,3 +286,36 @@ def test_a_global_module_hook_runs_as_in_eager() -> None:
     # (torch runs the hooks of the modules inside a frame it compiled earlier without them
     # only in some orders: its wrapper's extra call is what is compared)
     assert seen[-2:] == ["Net", "OptimizedModule"]
+
+
+class Wrapper(torch.nn.Module):
+    """What a wrapper module means in eager: the original as a submodule, called in forward."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        return self.inner(*args)
+
+
+def test_full_backward_hooks_on_the_wrapper_and_the_original_run() -> None:
+    """As on an eager wrapper module: the original's, then the wrapper's. torch's wrapper
+    sends ``_is_full_backward_hook`` to the original, and its own hook never runs."""
+    runs: dict[str, list[str]] = {}
+    x = torch.randn(3, 3, requires_grad=True)
+    kinds = {
+        "eager": lambda m: Wrapper(m),
+        "ours": lambda m: bytegraph.compile(m, backend="eager"),
+        "torch": lambda m: torch.compile(m, backend="eager"),
+    }
+    for kind, wrap in kinds.items():
+        module = make()
+        wrapper = wrap(module)
+        log = runs.setdefault(kind, [])
+        wrapper.register_full_backward_hook(lambda m, gi, go, log=log: log.append("wrapper"))
+        module.register_full_backward_hook(lambda m, gi, go, log=log: log.append("inner"))
+        wrapper(x).sum().backward()
+    assert runs["eager"] == ["inner", "wrapper"]
+    assert runs["ours"] == runs["eager"]
+    assert runs["torch"] == ["inner"]
