@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -438,6 +440,25 @@ def test_a_backend_a_package_registers_is_found_by_name(installed_backend) -> No
     args = inputs()
     torch.testing.assert_close(compiled(*args), f(*args), rtol=0, atol=0)
     assert len(sys.modules["fakebackendpkg"].graphs) == 1
+
+
+def test_registered_backends_are_found_without_torch_dynamo(installed_backend, tmp_path) -> None:
+    """In a fresh process: looking the name up imports neither torch._dynamo nor its
+    backend registry (torch.compile's lookup imports both)."""
+    code = textwrap.dedent("""
+        import sys
+        import bytegraph
+
+        compiled = bytegraph.compile(lambda x: x + 1, backend="fake_backend")
+        assert "fakebackendpkg" in sys.modules
+        assert "torch._dynamo" not in sys.modules, "torch._dynamo was imported"
+    """)
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": path},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_unknown_backend_lists_the_registered_ones_too(installed_backend) -> None:
