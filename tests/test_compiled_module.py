@@ -319,3 +319,10 @@ def test_full_backward_hooks_on_the_wrapper_and_the_original_run() -> None:
     assert runs["eager"] == ["inner", "wrapper"]
     assert runs["ours"] == runs["eager"]
     assert runs["torch"] == ["inner"]
+
+
+def test_pickling_keeps_mode_and_options() -> None:
+    compiled = bytegraph.compile(make(), mode="max-autotune-no-cudagraphs")
+    loaded = pickle.loads(pickle.dumps(compiled))
+    expected = torch._inductor.list_mode_options("max-autotune-no-cudagraphs")
+    assert loaded._compiled_forward.backend.config_patches == expected

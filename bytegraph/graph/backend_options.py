@@ -54,9 +54,6 @@ class InductorBackend:
 
         return compile_fx(gm, example_inputs, config_patches=dict(self.config_patches))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, InductorBackend) and other.config_patches == self.config_patches
-
     def __repr__(self) -> str:
         return f"InductorBackend({self.config_patches!r})"
 
