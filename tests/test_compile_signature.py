@@ -461,6 +461,20 @@ def test_registered_backends_are_found_without_torch_dynamo(installed_backend, t
     assert done.returncode == 0, done.stderr
 
 
+def test_a_backend_of_torchs_own_registry_is_taken_as_its_error_says() -> None:
+    with pytest.raises(ValueError) as info:
+        bytegraph.compile(f, backend="aot_eager_decomp_partition")
+    fix = "backend=torch._dynamo.lookup_backend('aot_eager_decomp_partition')"
+    assert fix in str(info.value) and "\n" not in str(info.value)
+    import torch._dynamo  # the test, as the user would; bytegraph never imports it
+
+    backend = torch._dynamo.lookup_backend("aot_eager_decomp_partition")
+    compiled = bytegraph.compile(f, backend=backend)
+    torch_compiled = torch.compile(f, backend="aot_eager_decomp_partition")
+    check_like_torch(compiled, torch_compiled, f, inputs())
+    assert len(compiled.entries) == 1
+
+
 def test_an_unknown_backend_lists_the_registered_ones_too(installed_backend) -> None:
     with pytest.raises(ValueError) as info:
         bytegraph.compile(f, backend="no_such_backend")

@@ -58,7 +58,9 @@ def lookup_backend(backend: str | Backend) -> Backend:
             known = ", ".join(sorted({*BACKENDS, *registered}))
             raise ValueError(
                 f"unknown backend {backend!r}: use one of {known}, "
-                "or pass a callable(gm, example_inputs)"
+                "or pass a callable(gm, example_inputs) (one of torch.compile's own, which "
+                "bytegraph does not import, is passed as "
+                f"backend=torch._dynamo.lookup_backend({backend!r}))"
             )
         return _load_registered(backend, registered[backend])
     if not callable(backend):
