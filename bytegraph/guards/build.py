@@ -281,6 +281,15 @@ def _known(read: Callable[[], str], values: tuple[int, ...], symbolic: frozenset
 _SHAPE_MODULES = {"torch": torch, "math": math}
 
 
+def _printed_function(module: str, attr: str) -> Any:
+    """What ``module.attr`` names in the ShapeEnv's printed code, or None: torch's
+    ``sym_*`` helpers and the math module's names (a frame value called ``torch`` or
+    ``math``, ``torch.size()[0]``, is left alone)."""
+    if module == "torch" and not attr.lstrip("_").startswith("sym_"):
+        return None
+    return getattr(_SHAPE_MODULES[module], attr, None)
+
+
 def _bind_modules(text: str, const: Callable[[Any], str]) -> str:
     """The ShapeEnv's guard code with ``torch.sym_float``, ``math.floor``... bound as
     constants: the guard function has no ``torch`` or ``math`` of its own, and a
@@ -295,8 +304,9 @@ def _bind_modules(text: str, const: Callable[[Any], str]) -> str:
         if tok.type == tokenize.NAME and tok.string in _SHAPE_MODULES and not after_dot and (
             dot.string == "." and attr.type == tokenize.NAME
         ):
-            value = getattr(_SHAPE_MODULES[tok.string], attr.string)
-            spans.append((tok.start[1], attr.end[1], const(value)))
+            value = _printed_function(tok.string, attr.string)
+            if value is not None:
+                spans.append((tok.start[1], attr.end[1], const(value)))
     for start, end, name in reversed(spans):
         text = text[:start] + name + text[end:]
     return text
