@@ -245,3 +245,9 @@ def test_the_checks_can_fail(tmp_path: pathlib.Path) -> None:
         github_anchor("The switch: `torch.compile` on bytegraph")
         == "the-switch-torchcompile-on-bytegraph"
     )
+
+
+def test_the_readme_stays_a_front_page() -> None:
+    """What bytegraph is, the Quick start, one example, the figures, links: the rest is in docs/."""
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: move the details to a page of docs/"
