@@ -307,17 +307,17 @@ def associative_scan_tuple(xs, ys):
 # -- wrap (the test suite's higher-order op for a plain call) --------------------------------
 
 
-@program(f"{HOP}::test_simple", inputs(t(3, 3)), graphs=0)
+@program(f"{HOP}::test_simple", inputs(t(3, 3)))
 def wrap_simple(x):
     return wrap(lambda a: torch.sin(a), x)
 
 
-@program(f"{HOP}::test_freevars_as_inputs_to_wrap", inputs(t(3), t(3)), graphs=0)
+@program(f"{HOP}::test_freevars_as_inputs_to_wrap", inputs(t(3), t(3)))
 def wrap_free_variable(x, y):
     return wrap(lambda a: a + y, x)
 
 
-@program(f"{HOP}::test_make_closure", inputs(t(3, 3), t(3, 3)), graphs=0)
+@program(f"{HOP}::test_make_closure", inputs(t(3, 3), t(3, 3)))
 def wrap_closure_inside(x, y):
     def f(a, b):
         def g(c):
@@ -328,7 +328,7 @@ def wrap_closure_inside(x, y):
     return wrap(f, x, y)
 
 
-@program(f"{HOP}::test_nested_wrap", inputs(t(3, 3), Branch), graphs=0)
+@program(f"{HOP}::test_nested_wrap", inputs(t(3, 3), Branch))
 def wrap_nested_module(x, mod):
     def gn(a):
         return torch.cos(a) + wrap(mod, a)
@@ -336,6 +336,6 @@ def wrap_nested_module(x, mod):
     return wrap(gn, x)
 
 
-@program(f"{HOP}::test_wrap_pytree_output", inputs(t(3)), graphs=0)
+@program(f"{HOP}::test_wrap_pytree_output", inputs(t(3)))
 def wrap_tuple_output(x):
     return wrap(lambda a: (a.sin(), {"c": a.cos()}), x)

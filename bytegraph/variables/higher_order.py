@@ -22,7 +22,8 @@ run and differentiate it. For each op:
 
 Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
-``scans.py``, ``checkpoint`` in ``checkpoints.py``; this module holds the
+``scans.py``, ``checkpoint`` in ``checkpoints.py``, ``wrap`` in
+``plain_call_ops.py``; this module holds the
 shared machinery, ``torch.cond`` and ``map``. ``while_loop``
 is not captured (its graph form fails in torch's own eager run and needs a
 shape environment under AOTAutograd): a call is a break, run in Python.
@@ -361,7 +362,7 @@ def _cond_module() -> Any:
 
 
 def _registry() -> dict[int, type[VariableTracker]]:
-    from bytegraph.variables import checkpoints, func_transforms, scans
+    from bytegraph.variables import checkpoints, func_transforms, plain_call_ops, scans
 
     table: dict[int, type[VariableTracker]] = {
         id(_cond_module().cond): CondVariable,
@@ -370,6 +371,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
     }
     table.update(func_transforms.REGISTRY)
     table.update(scans.REGISTRY)
+    table.update(plain_call_ops.registry())
     return table
 
 
