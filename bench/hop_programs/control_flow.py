@@ -227,7 +227,7 @@ def map_closure(xs, y):
     return control_map(lambda x: x + y, xs)
 
 
-@program(f"{HOP}::test_map_pytree_input", inputs(t(4, 3), t(4, 3)), graphs=0)
+@program(f"{HOP}::test_map_pytree_input", inputs(t(4, 3), t(4, 3)))
 def map_pytree_xs(xs, ys):
     return control_map(lambda d: d["a"] * d["b"], {"a": xs, "b": ys})
 

@@ -60,6 +60,7 @@ from bytegraph.variables.tensor import TensorVariable
 if TYPE_CHECKING:
     from bytegraph.graph.output_graph import OutputGraph
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
+    from bytegraph.variables.transform_arguments import TransformCall
 
 Rebuild = Callable[[Sequence[VariableTracker]], VariableTracker]
 
@@ -246,6 +247,22 @@ def tensor_items(tx: Tx, vt: VariableTracker, what: str) -> list[TensorVariable]
     raise Unsupported("higher_order_call", f"{what} must be a tuple or list of tensors: {vt}")
 
 
+def tensor_tree(tx: Tx, vt: VariableTracker, what: str) -> TransformCall:
+    """A pytree of tensors (a tensor, or tuples, lists and dicts of them) flattened to its
+    leaves; ``rebuild_argument(0, leaves)`` rebuilds it around other tensors."""
+    from bytegraph.variables.transform_arguments import TransformCall, has_constants
+
+    call = TransformCall.of(tx, what, [vt], {})
+    if has_constants(call.argument(0)):
+        raise Unsupported("higher_order_call", f"{what} holds non-tensor values: {vt}")
+    return call
+
+
+def _operand_list(call: TransformCall, leaves: Sequence[VariableTracker]) -> list:
+    """The operands (a tuple or list pytree) rebuilt around ``leaves``, as a call's arguments."""
+    return list(call.rebuild_argument(0, dict(enumerate(leaves))).items)
+
+
 # -- torch.cond --------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class CondVariable(PythonValueVariable):
@@ -254,16 +271,21 @@ class CondVariable(PythonValueVariable):
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
         names = ("pred", "true_fn", "false_fn", "operands")
         pred, true_fn, false_fn, operands = bind("torch.cond", names, args, kwargs)
-        items = tensor_items(tx, operands, "torch.cond's operands")
+        tree = tensor_tree(tx, operands, "torch.cond's operands")
+        if tree.argument(0)[0] not in ("tuple", "list"):
+            raise Unsupported("higher_order_call", "torch.cond's operands must be a tuple or "
+                              f"list: {operands}")
+        items = list(tree.leaves)
         if not isinstance(pred, TensorVariable):
             # A Python predicate: eager calls the branch it picks, and so does the trace.
             chosen = true_fn if pred.as_python_constant() else false_fn
-            return chosen.call_function(tx, list(items), {})
+            return chosen.call_function(tx, _operand_list(tree, items), {})
         if pred.example.numel() != 1:
             raise Unsupported("higher_order_call", "torch.cond's pred has more than one element")
         branches = [
             speculate(tx, f"torch.cond's {name}", _inputs(tx, items),
-                      lambda body_args, fn=fn: fn.call_function(tx, body_args, {}))
+                      lambda body_args, fn=fn: fn.call_function(
+                          tx, _operand_list(tree, body_args), {}))
             for name, fn in (("true_fn", true_fn), ("false_fn", false_fn))
         ]
         true_body, false_body = branches
@@ -321,7 +343,8 @@ class MapVariable(PythonValueVariable):
         if kwargs or len(args) < 2:
             raise Unsupported("higher_order_call", "map(f, xs, *args) with keyword arguments")
         fn, xs, *rest = args
-        mapped = [xs] if isinstance(xs, TensorVariable) else tensor_items(tx, xs, "map's xs")
+        tree = tensor_tree(tx, xs, "map's xs")
+        mapped = list(tree.leaves)
         extra = tensor_items(tx, TupleVariable(tuple(rest)), "map's extra arguments")
         sizes = {x.example.shape[0] if x.example.dim() else None for x in mapped}
         if len(sizes) != 1 or None in sizes:
@@ -330,7 +353,7 @@ class MapVariable(PythonValueVariable):
 
         def call(body_args: list[VariableTracker]) -> VariableTracker:
             slices = body_args[:len(mapped)]
-            first = slices[0] if isinstance(xs, TensorVariable) else TupleVariable(tuple(slices))
+            first = tree.rebuild_argument(0, dict(enumerate(slices)))
             return fn.call_function(tx, [first, *body_args[len(mapped):]], {})
 
         body = speculate(tx, "map", examples + _inputs(tx, extra), call)
