@@ -273,7 +273,7 @@ def while_loop_value_condition(x):
     return while_loop(cond_fn, body_fn, (x,))
 
 
-@program(f"{CF}::TestControlFlow::test_scan_simple", inputs(t(3), t(4, 3)), graphs=0)
+@program(f"{CF}::TestControlFlow::test_scan_simple", inputs(t(3), t(4, 3)))
 def scan_cumulative(init, xs):
     def combine(carry, x):
         nxt = carry + x
@@ -282,7 +282,7 @@ def scan_cumulative(init, xs):
     return scan(combine, init, xs)
 
 
-@program(f"{CF}::TestControlFlow::test_scan_closure", inputs(t(3), t(4, 3), t(3)), graphs=0)
+@program(f"{CF}::TestControlFlow::test_scan_closure", inputs(t(3), t(4, 3), t(3)))
 def scan_closure(init, xs, w):
     def combine(carry, x):
         nxt = carry * w + x

@@ -22,7 +22,7 @@ run and differentiate it. For each op:
 
 Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
-``scans.py``, ``checkpoint`` in ``checkpoints.py``, ``wrap`` in
+``scans.py``, ``scan`` in ``scan_loops.py``, ``checkpoint`` in ``checkpoints.py``, ``wrap`` in
 ``plain_call_ops.py``; this module holds the
 shared machinery, ``torch.cond`` and ``map``. ``while_loop``
 is not captured (its graph form fails in torch's own eager run and needs a
@@ -385,7 +385,13 @@ def _cond_module() -> Any:
 
 
 def _registry() -> dict[int, type[VariableTracker]]:
-    from bytegraph.variables import checkpoints, func_transforms, plain_call_ops, scans
+    from bytegraph.variables import (
+        checkpoints,
+        func_transforms,
+        plain_call_ops,
+        scan_loops,
+        scans,
+    )
 
     table: dict[int, type[VariableTracker]] = {
         id(_cond_module().cond): CondVariable,
@@ -395,6 +401,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
     table.update(func_transforms.REGISTRY)
     table.update(scans.REGISTRY)
     table.update(plain_call_ops.registry())
+    table.update(scan_loops.REGISTRY)
     return table
 
 
