@@ -95,6 +95,7 @@ from bytegraph.variables.random_state import wrap_random
 from bytegraph.variables.scalars import SymbolicScalarVariable
 from bytegraph.variables.sets import wrap_frame_set
 from bytegraph.variables.signatures import SignatureFunctionVariable
+from bytegraph.variables.slices import wrap_frame_slice
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.torch import (
     PythonModuleVariable,
@@ -238,6 +239,8 @@ def _wrap(tx: InstructionTranslatorBase, value: Any, source: Source) -> Variable
     if is_lru_cache_wrapper(value):  # called for real at trace time, on constants
         tx.output.add_guard(GuardKind.ID_MATCH, source, value)
         return LruCacheFunctionVariable(value, source=source)
+    if type(value) is slice:  # with a part that is no constant (a tensor bound)
+        return wrap_frame_slice(tx, value, source)
     if type(value) in _PASSED_THROUGH:
         # Made per call, then only passed through (their methods break): guarded by type,
         # as an identity guard would keep each alive and miss on the next call.

@@ -68,3 +68,22 @@ def test_a_result_with_data_is_not_memoized_as_meta():
     for _ in range(2):
         result = metadata.run("call_function", torch.div, args, kwargs)
         assert not result.is_meta and int(result) == 3
+
+
+def sliced_by_a_tensor(x, n):
+    s = slice(None, n)  # a bound that is a tensor: a break, the slice then a frame value
+    y = x * 2  # the resume function's graph
+    return torch.tanh(y[:, s]) * torch.sigmoid(y[:, n:])
+
+
+def test_a_slice_with_a_tensor_bound_hits_the_cache(differential, counting_backend):
+    """VITS's WaveNet slices by ``torch.IntTensor([h])[0]``: the slice made by the break
+    reaches the resume function as a frame value, new on every call. Guarded by
+    identity, the resume function compiled again at every call (up to the recompile
+    limit); guarded by its parts, later calls hit the cache."""
+    compiled = differential.compile(sliced_by_a_tensor)
+    differential.check(sliced_by_a_tensor, compiled, (randn(2, 6), torch.tensor(3)))
+    graphs = counting_backend.calls
+    for _ in range(3):
+        differential.check(sliced_by_a_tensor, compiled, (randn(2, 6), torch.tensor(3)))
+    assert counting_backend.calls == graphs
