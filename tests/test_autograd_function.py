@@ -236,3 +236,29 @@ def test_gradient_layout_read_in_backward_is_refused() -> None:
         run(a).sum().backward()
         grads.append(a.grad)
     torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0)
+
+
+class ClassmethodScale(torch.autograd.Function):
+    factor = 3.0
+
+    @classmethod
+    def forward(cls, ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin() * cls.factor
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos() * cls.factor
+
+
+def classmethod_apply(x):
+    return ClassmethodScale.apply(x) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_classmethod_forward_and_backward(backend: str) -> None:
+    """``cls`` is the class, as ``Fn.forward`` is bound to it (a break before, which
+    sent the frame to Python)."""
+    counting = check(classmethod_apply, (torch.randn(4, requires_grad=True),), backend)
+    assert autograd_function_apply in counting.targets()

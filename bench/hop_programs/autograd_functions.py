@@ -334,7 +334,7 @@ def function_once_differentiable(x):
     return ScaleGradient.apply(x)
 
 
-@program(f"{AF}::test_classmethod", inputs(_g(2, 3)), backward=True, graphs=0)
+@program(f"{AF}::test_classmethod", inputs(_g(2, 3)), backward=True)
 def function_classmethods(x):
     return Shake.apply(x)
 

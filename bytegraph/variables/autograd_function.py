@@ -36,6 +36,7 @@ at a graph break, never with a gradient that differs from eager's.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -78,6 +79,9 @@ def _has_setup_context(cls: type) -> bool:
     return getattr(cls.setup_context, "__func__", cls.setup_context) is not base
 
 
+_MISSING = object()
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class AutogradFunctionClassVariable(ClassVariable):
     """A subclass of ``torch.autograd.Function``: its ``apply`` is traced."""
@@ -88,7 +92,27 @@ class AutogradFunctionClassVariable(ClassVariable):
                 raise Unsupported("higher_order_call", f"{self.value.__qualname__}.apply of a "
                                   "class created in the compiled function")
             return AutogradFunctionApplyVariable(self.value, source=AttrSource(self.source, name))
+        static = inspect.getattr_static(self.value, name, _MISSING)
+        if self.source is not None and isinstance(static, (int, float, str, bool, type(None))):
+            # A constant of the class (``cls.factor`` in a classmethod): read, and guarded,
+            # through its source.
+            from bytegraph.variables.builder import wrap
+
+            return wrap(tx, static, AttrSource(self.source, name))
         return super().var_getattr(tx, name)
+
+
+def _method(tx: Tx, cls: type, name: str, cls_source: Any) -> VariableTracker:
+    """``cls.name`` as the trace calls it: a staticmethod is its function; a classmethod
+    its function with the class as first argument (what ``cls.forward`` is bound to)."""
+    from bytegraph.variables.builder import wrap
+    from bytegraph.variables.functions import PartialVariable
+
+    if isinstance(inspect.getattr_static(cls, name, None), classmethod):
+        source = AttrSource(AttrSource(cls_source, name), "__func__")
+        function = wrap(tx, getattr(cls, name).__func__, source)
+        return PartialVariable(function, (wrap(tx, cls, cls_source),), {})
+    return wrap(tx, getattr(cls, name), AttrSource(cls_source, name))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -107,8 +131,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
         if kwargs:
             raise Unsupported("higher_order_call", f"{name}.apply() with keyword arguments")
         cls_source = self.source.base
-        methods = {m: wrap(tx, getattr(self.cls, m), AttrSource(cls_source, m))
-                   for m in ("forward", "backward")}
+        methods = {m: _method(tx, self.cls, m, cls_source) for m in ("forward", "backward")}
         setup = None
         if _has_setup_context(self.cls):
             setup = wrap(tx, self.cls.setup_context, AttrSource(cls_source, "setup_context"))
