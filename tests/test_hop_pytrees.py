@@ -7,11 +7,15 @@ the structure back.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
+import torch.utils._pytree
 from torch._higher_order_ops.map import map as control_map
 
-from tests.test_higher_order import BACKENDS, check
+import bytegraph
+from tests.test_higher_order import BACKENDS, Counting, check
 
 
 def cond_nested_operands(x, y, z):
@@ -42,3 +46,42 @@ def test_map_dict_xs(backend: str) -> None:
     args = (torch.randn(4, 3, requires_grad=True), torch.randn(4, 3), torch.randn(3))
     counting = check(map_dict_xs, args, backend)
     assert torch.ops.higher_order.map_impl in counting.targets()
+
+
+@dataclasses.dataclass
+class Point:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+torch.utils._pytree.register_dataclass(Point)
+
+
+def grad_of_point(a, b):
+    return torch.func.grad(lambda p: (p.x * p.y.sin()).sum())(Point(a, b))
+
+
+def vmap_of_point(a, b):
+    return torch.vmap(lambda p: p.x @ p.y)(Point(a, b))
+
+
+def map_of_point(a, b):
+    return control_map(lambda p: p.x + p.y.cos(), Point(a, b))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [grad_of_point, vmap_of_point, map_of_point])
+def test_registered_dataclass_argument(backend: str, fn) -> None:
+    """A dataclass registered with pytree is a node of its fields: one graph, and a
+    Point of gradients comes back from grad as eager's does."""
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    if fn is vmap_of_point:
+        b = torch.randn(4, 3, 2)
+    counting = Counting(backend)
+    got = bytegraph.compile(fn, backend=counting, fullgraph=True)(a, b)
+    want = fn(a, b)
+    assert type(got) is type(want)
+    if isinstance(want, Point):
+        got, want = (got.x, got.y), (want.x, want.y)
+    torch.testing.assert_close(got, want)
+    assert len(counting.graphs) == 1

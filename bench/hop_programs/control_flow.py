@@ -163,12 +163,12 @@ def cond_int_operand_in_closure(x):
     return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
 
 
-@program(f"{HOP}::test_grad_dataclass_input", inputs(t(3), t(3)), graphs=0)
+@program(f"{HOP}::test_grad_dataclass_input", inputs(t(3), t(3)))
 def grad_registered_dataclass(x, y):
     return torch.func.grad(lambda p: (p.x * p.y.sin()).sum())(Point(x, y))
 
 
-@program(f"{HOP}::test_map_dataclass_input", inputs(t(4, 3), t(4, 3)), graphs=0)
+@program(f"{HOP}::test_map_dataclass_input", inputs(t(4, 3), t(4, 3)))
 def map_registered_dataclass(xs, ys):
     return control_map(lambda p: p.x + p.y, Point(xs, ys))
 

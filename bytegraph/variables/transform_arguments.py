@@ -13,8 +13,12 @@ body's leaves. The graph's node applies the transform to the flat function of th
 leaves, with the options translated to leaves (``leaf_dims`` for vmap's
 ``in_dims``; the leaves of the differentiated arguments for ``argnums``): a
 transform treats each leaf of a pytree on its own, so the results are the same.
-Keys are str or int; constants are None, bools, ints, floats and strs: anything
-else in an argument leaves the call to Python.
+Keys are str or int; constants are None, bools, ints, floats and strs. An
+instance of a dataclass registered with ``torch.utils._pytree.register_dataclass``
+is a node of its fields, ``("node", (("", ("class", class_vt)), (name, part)...))``
+(a None field is a constant part, as pytree leaves it out); rebuilt, it is a new
+instance: the class called with the fields as keywords, as pytree's unflatten does.
+Anything else in an argument leaves the call to Python.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class TransformCall:
 
     skeleton: Skeleton
     leaves: tuple[TensorVariable, ...]
+    tx: Any = dataclasses.field(default=None, compare=False)  # makes registered nodes
 
     @staticmethod
     def of(tx: Tx, what: str, args: Sequence[VariableTracker],
@@ -51,7 +56,7 @@ class TransformCall:
         leaves: list[TensorVariable] = []
         positional = ("tuple", tuple(_flatten(tx, what, a, leaves) for a in args))
         keywords = ("dict", tuple((k, _flatten(tx, what, v, leaves)) for k, v in kwargs.items()))
-        return TransformCall(("tuple", (positional, keywords)), tuple(leaves))
+        return TransformCall(("tuple", (positional, keywords)), tuple(leaves), tx)
 
     def argument(self, index: int) -> Skeleton:
         """The skeleton of positional argument ``index``."""
@@ -64,12 +69,12 @@ class TransformCall:
     def rebuild_argument(self, index: int, by_leaf: dict[int, VariableTracker]
                          ) -> VariableTracker:
         """Positional argument ``index``'s structure holding ``by_leaf[i]`` for leaf i."""
-        return _variable(self.argument(index), by_leaf)
+        return _variable(self.argument(index), by_leaf, self.tx)
 
     def variables_of(self, leaves: Sequence[VariableTracker]
                      ) -> tuple[list[VariableTracker], dict[str, VariableTracker]]:
         """The call's arguments as VariableTrackers holding ``leaves``."""
-        args, kwargs = _variable(self.skeleton, leaves).items
+        args, kwargs = _variable(self.skeleton, leaves, self.tx).items
         return list(args.items), {k: v for k, v in kwargs.items.items()}
 
 
@@ -77,17 +82,17 @@ def leaf_indices(skeleton: Skeleton) -> list[int]:
     tag, body = skeleton
     if tag == "tensor":
         return [body]
-    if tag == "const":
+    if tag in ("const", "class"):
         return []
-    parts = [p for _, p in body] if tag == "dict" else body
+    parts = [p for _, p in body] if tag in ("dict", "node") else body
     return [i for p in parts for i in leaf_indices(p)]
 
 
 def has_constants(skeleton: Skeleton) -> bool:
     tag, body = skeleton
-    if tag in ("tensor", "const"):
+    if tag in ("tensor", "const", "class"):
         return tag == "const"
-    parts = [p for _, p in body] if tag == "dict" else body
+    parts = [p for _, p in body] if tag in ("dict", "node") else body
     return any(has_constants(p) for p in parts)
 
 
@@ -105,6 +110,11 @@ def _flatten(tx: Tx, what: str, vt: VariableTracker, leaves: list[TensorVariable
         items = vt.items_now(tx)
         if all(type(k) in (str, int) for k in items):
             return ("dict", tuple((k, _flatten(tx, what, v, leaves)) for k, v in items.items()))
+    names = registered_dataclass_fields(vt.python_type())
+    if names is not None and hasattr(vt, "class_vt"):
+        parts = tuple((name, _flatten(tx, what, vt.var_getattr(tx, name), leaves))
+                      for name in names)
+        return ("node", (("", ("class", vt.class_vt(tx))), *parts))
     raise Unsupported(
         "higher_order_call",
         f"{what} called with {vt}: its arguments are tensors, constants, and tuples, lists "
@@ -112,17 +122,39 @@ def _flatten(tx: Tx, what: str, vt: VariableTracker, leaves: list[TensorVariable
     )
 
 
-def _variable(skeleton: Skeleton, leaves: Any) -> Any:
+def registered_dataclass_fields(cls: type) -> list[str] | None:
+    """The fields pytree flattens of a dataclass registered with ``register_dataclass``
+    (the ``field_names`` its flatten function closes over); None for any other type."""
+    import inspect
+
+    import torch.utils._pytree as pytree
+
+    node = pytree.SUPPORTED_NODES.get(cls)
+    flatten = getattr(node, "flatten_fn", None)
+    if node is None or not dataclasses.is_dataclass(cls) or not (
+        getattr(flatten, "__qualname__", "").startswith("register_dataclass.")
+    ):
+        return None
+    names = inspect.getclosurevars(flatten).nonlocals.get("field_names")
+    return list(names) if isinstance(names, (list, tuple)) else None
+
+
+def _variable(skeleton: Skeleton, leaves: Any, tx: Any = None) -> Any:
     tag, body = skeleton
     if tag == "tensor":
         return leaves[body]
     if tag == "const":
         return ConstantVariable(body)
     if tag == "tuple":
-        return TupleVariable(tuple(_variable(p, leaves) for p in body))
+        return TupleVariable(tuple(_variable(p, leaves, tx) for p in body))
     if tag == "list":
-        return ListVariable(tuple(_variable(p, leaves) for p in body), mutation_type=NEW_VALUE)
-    return DictVariable({k: _variable(p, leaves) for k, p in body}, mutation_type=NEW_VALUE)
+        return ListVariable(tuple(_variable(p, leaves, tx) for p in body),
+                            mutation_type=NEW_VALUE)
+    if tag == "node":
+        (_, (_, class_vt)), *parts = body
+        fields = {k: _variable(p, leaves, tx) for k, p in parts}
+        return class_vt.call_function(tx, [], fields)
+    return DictVariable({k: _variable(p, leaves, tx) for k, p in body}, mutation_type=NEW_VALUE)
 
 
 def leaf_dims(call: TransformCall, in_dims: Any) -> list[int | None]:
