@@ -180,7 +180,7 @@ def vmap_chunk_size(x):
     return torch.vmap(lambda v: v.cos() * 2, chunk_size=2)(x)
 
 
-@program(f"{HOP}::test_vmap_method", inputs(t(4, 3)), graphs=0)
+@program(f"{HOP}::test_vmap_method", inputs(t(4, 3)))
 def vmap_tensor_method(x):
     return torch.vmap(torch.Tensor.sum)(x)
 

@@ -89,6 +89,11 @@ class ClassVariable(PythonValueVariable):
         cls = self.value
         if name in _NAMES and isinstance(cls, type) and not cls.__flags__ & _HEAP_TYPE:
             return ConstantVariable(getattr(cls, name))
+        from bytegraph.variables.tensor_methods import tensor_method
+
+        method = tensor_method(cls, name)
+        if method is not None:  # torch.Tensor.sum: called with the tensor first
+            return method
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:
