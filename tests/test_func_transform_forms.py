@@ -172,3 +172,22 @@ def test_grad_with_aux_of_a_function_not_returning_a_pair_is_left_to_python() ->
 
     error = refused(wrong, torch.randn(3))
     assert "pair" in error.detail
+
+
+def vjp_with_aux(x, ct):
+    def f(a):
+        return (a.sin() * W_AUX, a.cos()), {"aux": a.exp()}
+
+    out, vjp_fn, aux = torch.func.vjp(f, x, has_aux=True)
+    return out, vjp_fn((ct, ct * 2)), aux
+
+
+W_AUX = torch.randn(3, requires_grad=True)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_vjp_has_aux(backend: str) -> None:
+    """The aux leaves come back beside the outputs and are not differentiated by vjp_fn
+    (a break before, which sent the frame to Python)."""
+    check(vjp_with_aux, (torch.randn(3, requires_grad=True), torch.randn(3)), backend,
+          params=(W_AUX,))

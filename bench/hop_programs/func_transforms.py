@@ -282,7 +282,7 @@ def vjp_tuple_output(x, c1, c2):
     return out, vjp_fn((c1, c2))
 
 
-@program(f"{HOP}::test_vjp_has_aux", inputs(t(3), t(3)), graphs=0)
+@program(f"{HOP}::test_vjp_has_aux", inputs(t(3), t(3)))
 def vjp_has_aux(x, ct):
     out, vjp_fn, aux = tf.vjp(lambda a: (a.sin(), a.cos()), x, has_aux=True)
     return out, vjp_fn(ct), aux

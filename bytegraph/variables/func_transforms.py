@@ -116,6 +116,11 @@ def apply_vjp(body: Any, n_primals: int, n_free: int, *args: Any) -> tuple:
     return vjp_fn(cotangents)
 
 
+def apply_vjp_with_aux(body: Any, n_out: int, n_primals: int, n_free: int, *args: Any) -> tuple:
+    """``apply_vjp`` of a body whose outputs after the first ``n_out`` are has_aux's aux."""
+    return apply_vjp(lambda *a: tuple(body(*a))[:n_out], n_primals, n_free, *args)
+
+
 # -- the transforms as values ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class FuncTransformVariable(PythonValueVariable):
@@ -183,19 +188,50 @@ class VjpVariable(PythonValueVariable):
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
         from bytegraph.variables.containers import TupleVariable
 
-        if any(k != "has_aux" for k in kwargs) or (
-            "has_aux" in kwargs and kwargs["has_aux"].as_python_constant()
-        ):
-            raise Unsupported("higher_order_call", "torch.func.vjp with has_aux or options")
+        if any(k != "has_aux" for k in kwargs):
+            raise Unsupported("higher_order_call", "torch.func.vjp with options")
+        has_aux = "has_aux" in kwargs and kwargs["has_aux"].as_python_constant()
         if len(args) < 2 or not all(isinstance(a, TensorVariable) for a in args[1:]):
             raise Unsupported("higher_order_call", "torch.func.vjp(fn, *primals) with primals "
                               "other than positional tensors")
         fn, primals = args[0], list(args[1:])
-        body = _trace(tx, "torch.func.vjp", fn, TransformCall.of(tx, "torch.func.vjp", primals, {}))
+        call = TransformCall.of(tx, "torch.func.vjp", primals, {})
+        n_out: list[int] = []
+        if has_aux:
+            fn = _AuxSplit(fn, n_out)
+        body = _trace(tx, "torch.func.vjp", fn, call)
         graph = install(tx, "vjp_body", body)
         outputs = call_op(tx, apply_body, (graph, *(a.node for a in primals), *body.lifted()),
                           {}, body.outputs)
-        return TupleVariable((body.rebuild(outputs), VjpFunctionVariable(body, tuple(primals))))
+        result = body.rebuild(outputs)
+        vjp_fn = VjpFunctionVariable(body, tuple(primals), n_out[0] if n_out else None)
+        if not has_aux:
+            return TupleVariable((result, vjp_fn))
+        out, aux = result.items_now(tx)
+        return TupleVariable((out, vjp_fn, aux))
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _AuxSplit(VariableTracker):
+    """``fn`` of ``vjp(fn, ..., has_aux=True)``: its result must be ``(output, aux)``;
+    notes how many tensor leaves ``output`` has (the ones differentiated)."""
+
+    fn: VariableTracker
+    n_out: list
+
+    def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
+        from bytegraph.variables.containers import BaseSequenceVariable
+        from bytegraph.variables.higher_order import flatten_result
+
+        result = self.fn.call_function(tx, args, kwargs)
+        items = result.items_now(tx) if isinstance(result, BaseSequenceVariable) else ()
+        if len(items) != 2:
+            raise Unsupported("higher_order_call", "torch.func.vjp with has_aux=True of a "
+                              f"function not returning (output, aux): {result}")
+        leaves: list[TensorVariable] = []
+        flatten_result(tx, items[0], leaves, "torch.func.vjp")
+        self.n_out[:] = [len(leaves)]
+        return result
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -204,6 +240,7 @@ class VjpFunctionVariable(VariableTracker):
 
     body: Body
     primals: tuple[TensorVariable, ...]
+    n_out: int | None = None  # with has_aux: the body's outputs before aux's
 
     def python_type(self) -> type:
         return type(lambda: None)
@@ -216,7 +253,7 @@ class VjpFunctionVariable(VariableTracker):
         (given,) = args
         cotangents = (list(given.items_now(tx)) if isinstance(given, BaseSequenceVariable)
                       else [given])
-        outputs = self.body.outputs
+        outputs = self.body.outputs[:self.n_out]
         if len(cotangents) != len(outputs) or not all(
             isinstance(c, TensorVariable) for c in cotangents
         ):
@@ -225,9 +262,11 @@ class VjpFunctionVariable(VariableTracker):
         graph = install(tx, "vjp_body", self.body)
         grad = any(t.example.requires_grad for t in (*cotangents, *outputs))
         like = [_Shaped(tx, tuple(p.example.shape), p, grad) for p in self.primals]
+        target, head = (apply_vjp, ()) if self.n_out is None else (
+            apply_vjp_with_aux, (self.n_out,))
         results = call_op(
-            tx, apply_vjp,
-            (graph, len(self.primals), len(free), *(p.node for p in self.primals), *free,
+            tx, target,
+            (graph, *head, len(self.primals), len(free), *(p.node for p in self.primals), *free,
              *(c.node for c in cotangents)), {}, like,
         )
         return TupleVariable(tuple(results))
