@@ -79,7 +79,17 @@ def totals(rows: list[dict[str, Any]]) -> list[list[str]]:
          f"{bg['total_s']:.0f} s ({time_ratio:.2f}x)"],
         ["graph breaks (bytegraph's explain)", "", f"{breaks:,}"],
         ["internal errors fallen back from", "", str(internal)],
-    ]
+    ] + _nested_ops_row(ok)
+
+
+def _nested_ops_row(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Ops counted with the bodies of higher-order ops (subgraphs installed in the graphs),
+    where the rows have them (runs since bench/zoo_worker.py counts them)."""
+    if not any("ops_all" in r.get(s, {}) for r in rows for s in (BG, TC)):
+        return []
+    bg, tc = _sum(rows, BG, "ops_all"), _sum(rows, TC, "ops_all")
+    ratio = bg / tc if tc else 0.0
+    return [["ops with subgraph bodies", f"{int(tc):,}", f"{int(bg):,} ({ratio:.2f}x)"]]
 
 
 def families(rows: list[dict[str, Any]]) -> list[list[str]]:

@@ -5,7 +5,8 @@ input set that run eagerly, twice with the same result), then compiles a fresh c
 system and a counting backend that runs each graph as it is, and reports one part of the row at
 a time through ``report(key, value)``, so a parent that kills a hung worker keeps what finished.
 
-Per system: ``graphs`` and ``ops`` (fx call nodes) on the first call, ``second_graphs`` (graphs
+Per system: ``graphs`` and ``ops`` (fx call nodes; ``ops_all`` with those of the subgraphs
+installed in the graphs) on the first call, ``second_graphs`` (graphs
 received on an identical second call: a recompile), ``equal`` (both calls' output tensors
 ``assert_close`` to eager's, seeded; ``mismatch`` says what differs), ``first_s`` (compile +
 first call), ``error`` (type, first line, whether bytegraph raised it on purpose, and the
@@ -52,6 +53,20 @@ class CountingBackend:
     def ops(self) -> int:
         kinds = ("call_function", "call_method", "call_module")
         return sum(1 for gm in self.graphs for node in gm.graph.nodes if node.op in kinds)
+
+    @property
+    def ops_all(self) -> int:
+        """``ops`` plus the call nodes of every subgraph installed in the graphs (the
+        bodies of cond, checkpoint, torch.func transforms, invoke_subgraph...), so a
+        system that keeps a body as a subgraph and one that inlines it count alike."""
+        return sum(nested_ops(gm) for gm in self.graphs)
+
+
+def nested_ops(gm: torch.nn.Module) -> int:
+    kinds = ("call_function", "call_method", "call_module")
+    own = sum(1 for n in gm.graph.nodes if n.op in kinds) if hasattr(gm, "graph") else 0
+    return own + sum(nested_ops(child) for child in gm.children()
+                     if isinstance(child, torch.fx.GraphModule))
 
 
 class NotBuilt(Exception):
@@ -195,6 +210,7 @@ def run_system(system: str, prepared: Prepared) -> dict[str, Any]:
             first = call(compiled, prepared.inputs)
             row["first_s"] = round(time.perf_counter() - started, 4)
             row["graphs"], row["ops"] = len(backend.graphs), backend.ops
+            row["ops_all"] = backend.ops_all
             second = call(compiled, prepared.inputs)
         except Exception as error:  # noqa: BLE001  (recorded: the system failed on this model)
             row["error"] = describe(error)

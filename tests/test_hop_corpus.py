@@ -48,3 +48,20 @@ def test_program(prog: HopProgram) -> None:
     difference = compare(actual, expected)
     assert difference is None, difference
     assert len(backend.graphs) == prog.graphs, f"{len(backend.graphs)} graphs"
+
+
+def test_op_counts_include_subgraph_bodies() -> None:
+    """bench/'s counts with bodies: the cond node's two branches are counted too."""
+    from bench.hop_corpus import op_count
+    from bench.zoo_worker import nested_ops
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda a: a.sin() * 2, lambda a: a.cos(), (x,)) + 1
+
+    backend = CountingBackend()
+    bytegraph.compile(f, backend=backend)(torch.randn(3))
+    (gm,) = backend.graphs
+    top = op_count(gm, nested=False)
+    bodies = sum(op_count(child, nested=False) for child in gm.children())
+    assert bodies == 3  # sin, mul; cos
+    assert op_count(gm, nested=True) == nested_ops(gm) == top + bodies
