@@ -29,6 +29,7 @@ from bytegraph.variables.symbolic import (
     size_item,
     symbolic_or_constant,
 )
+from bytegraph.variables.tensor_attributes import refuse_made_leaf
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -276,6 +277,7 @@ def tensor_op(
     kwargs: dict[str, VariableTracker],
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
+    refuse_made_leaf(args, kwargs)
     devices: list[torch.device] = []
     if _reads_size_as_shape(kind, target):
         args = [_SizeArgument(a) if _is_size(a) else a for a in args]

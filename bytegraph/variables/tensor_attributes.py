@@ -25,7 +25,11 @@
 What stays a break, with its reason: ``requires_grad_()`` / ``requires_grad =`` on a
 tensor from the frame, on a view, or under grad mode (ops after it would build autograd
 history inside the graph), and ``backward()`` (Python runs it between two graphs, as
-torch.compile does).
+torch.compile does). Under grad mode, an op on a leaf made in the graph that requires
+grad (``torch.zeros(3, requires_grad=True)``) breaks too (``refuse_made_leaf``):
+AOTAutograd returns such a leaf as a new tensor, so the history the op builds would
+lead to no tensor the program holds (no gradient would reach it). The leaf itself
+comes out of the graph with its flag (``keep_leaf_flags``), and Python runs the op.
 """
 
 from __future__ import annotations
@@ -193,8 +197,9 @@ def set_requires_grad(tx: Tx, t: TensorVariable, flag: VariableTracker) -> Varia
     example = t.example
     if example.requires_grad == wanted:
         return t
-    made_leaf = t.source is None and example.is_leaf and example._base is None
-    if not made_leaf or torch.is_grad_enabled():
+    if not _made_by_an_op(t) or not example.is_leaf or example._base is not None or (
+        torch.is_grad_enabled()
+    ):
         raise refuse_method("requires_grad_")
     return tensor_op(tx, "call_method", "requires_grad_", [t, ConstantVariable(wanted)], {})
 
@@ -219,3 +224,29 @@ def keep_leaf_flags(compiled: Any, outputs: list[TensorVariable]) -> Any:
         return results
 
     return run
+
+
+def refuse_made_leaf(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> None:
+    """Under grad mode, break before an op on a leaf made in the graph that requires grad."""
+    if not torch.is_grad_enabled():
+        return
+    from bytegraph.variables.containers import BaseSequenceVariable
+    from bytegraph.variables.tensor import TensorVariable
+
+    values = [*args, *kwargs.values()]
+    values += [i for v in values if isinstance(v, BaseSequenceVariable) for i in v.items]
+    for value in values:
+        if isinstance(value, TensorVariable) and _made_by_an_op(value):
+            example = value.example
+            if example.requires_grad and example.is_leaf:
+                raise Unsupported(
+                    "tensor_method_unsupported",
+                    "an op on a tensor made in the graph with requires_grad=True while grad "
+                    "mode is on (its autograd history must reach the very tensor Python holds)",
+                )
+
+
+def _made_by_an_op(t: TensorVariable) -> bool:
+    """Made in the graph by an op: not from the frame, nor a body's input (a placeholder
+    of a higher-order op's subgraph, which has no source either)."""
+    return t.source is None and t.node.op in ("call_function", "call_method")

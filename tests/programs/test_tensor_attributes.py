@@ -291,3 +291,23 @@ def test_requires_grad_of_a_made_tensor_under_grad_mode_still_breaks():
         bytegraph.compile(
             made_leaf_requires_grad_under_grad_mode, backend="eager", fullgraph=True
         )(q)
+
+
+def made_leaf_used_under_grad_mode(x):
+    z = torch.zeros(3, requires_grad=True)
+    return z * x + 1, z
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_made_leaf_requiring_grad_keeps_its_gradient(backend):
+    """Under grad mode an op on a leaf made in the graph with requires_grad=True runs in
+    Python (a break after the graph that makes the leaf): AOTAutograd returned both the
+    leaf and the op's result without autograd history, so backward reached no tensor."""
+    x = torch.randn(3)
+    expected, leaf = made_leaf_used_under_grad_mode(x)
+    expected.sum().backward()
+    actual, made = bytegraph.compile(made_leaf_used_under_grad_mode, backend=backend)(x)
+    assert actual.requires_grad and made.requires_grad and made.is_leaf
+    actual.sum().backward()
+    assert_same_value(actual.detach(), expected.detach())
+    assert torch.equal(made.grad, leaf.grad)
