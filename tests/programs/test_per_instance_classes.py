@@ -54,8 +54,12 @@ def test_layers_of_weight_normed_blocks_share_entries(differential, counting_bac
     with torch.no_grad():
         for _ in range(2):
             differential.check(run, compiled, (model, torch.randn(2, 4, 8)))
-    # The stack's part before its first break, and one resume function for every block.
-    assert counting_backend.calls == 2
+    # One resume function for every block (the convolution's graph); the part before
+    # the first break is a graph of its own on 3.11 and none on 3.13.
+    convolutions = [g for g in counting_backend.graphs
+                    if any(n.target is torch.conv1d for n in g.graph.nodes)]
+    assert len(convolutions) == 1
+    assert counting_backend.calls <= 2
 
 
 def same_class_decisions(a, b, x):
