@@ -87,12 +87,12 @@ def _causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-@program(f"{FA}::test_builtin_score_mods_identity", lambda: _qkv(), graphs=0)
+@program(f"{FA}::test_builtin_score_mods_identity", lambda: _qkv())
 def flex_attention_plain(q, k, v):
     return flex_attention(q, k, v)
 
 
-@program(f"{FA}::test_builtin_score_mods_relative_bias", lambda: _qkv(), graphs=0)
+@program(f"{FA}::test_builtin_score_mods_relative_bias", lambda: _qkv())
 def flex_attention_score_mod(q, k, v):
     def relative_bias(score, b, h, q_idx, kv_idx):
         return score + (q_idx - kv_idx)
@@ -100,7 +100,7 @@ def flex_attention_score_mod(q, k, v):
     return flex_attention(q, k, v, score_mod=relative_bias)
 
 
-@program(f"{FA}::test_score_mod_closure", lambda: _qkv() + (torch.randn(2),), graphs=0)
+@program(f"{FA}::test_score_mod_closure", lambda: _qkv() + (torch.randn(2),))
 def flex_attention_score_mod_closure(q, k, v, head_bias):
     def bias(score, b, h, q_idx, kv_idx):
         return score + head_bias[h]
@@ -108,7 +108,7 @@ def flex_attention_score_mod_closure(q, k, v, head_bias):
     return flex_attention(q, k, v, score_mod=bias)
 
 
-@program(f"{FA}::test_block_mask_causal", lambda: _qkv(), graphs=0)
+@program(f"{FA}::test_block_mask_causal", lambda: _qkv())
 def flex_attention_block_mask(q, k, v):
     mask = create_block_mask(_causal, None, None, 16, 16, device="cpu")
     return flex_attention(q, k, v, block_mask=mask)

@@ -23,7 +23,8 @@ run and differentiate it. For each op:
 Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
 ``scans.py``, ``scan`` in ``scan_loops.py``, ``checkpoint`` in ``checkpoints.py``, ``wrap`` in
-``plain_call_ops.py``, ``linearize`` in ``linearize.py``; this module holds the
+``plain_call_ops.py``, ``linearize`` in ``linearize.py``, ``flex_attention`` in
+``flex_attention.py``; this module holds the
 shared machinery, ``torch.cond`` and ``map``. ``while_loop``
 is not captured (its graph form fails in torch's own eager run and needs a
 shape environment under AOTAutograd): a call is a break, run in Python.
@@ -387,6 +388,7 @@ def _cond_module() -> Any:
 def _registry() -> dict[int, type[VariableTracker]]:
     from bytegraph.variables import (
         checkpoints,
+        flex_attention,
         func_transforms,
         linearize,
         plain_call_ops,
@@ -404,6 +406,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
     table.update(plain_call_ops.registry())
     table.update(scan_loops.REGISTRY)
     table.update(linearize.REGISTRY)
+    table.update(flex_attention.REGISTRY)
     return table
 
 

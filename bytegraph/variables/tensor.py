@@ -187,6 +187,12 @@ unknown_layout: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "unknown_layout", default=None
 )
 _LAYOUT_METHODS = frozenset({"stride", "is_contiguous", "storage_offset", "data_ptr"})
+# Set while tracing a function torch calls under its TransformGetItemToIndex mode (a
+# flex_attention score_mod): ``x[i]`` with integer tensors ``i`` is ``aten.index``, as
+# torch runs it there, not a read of ``i``'s value.
+getitem_as_index: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "getitem_as_index", default=False
+)
 
 _FOLDED_METHODS = frozenset({
     "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
@@ -278,6 +284,8 @@ def tensor_op(
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
     refuse_made_leaf(args, kwargs)
+    if target is operator.getitem and getitem_as_index.get():
+        kind, target, args = _as_index(kind, target, args)
     devices: list[torch.device] = []
     if _reads_size_as_shape(kind, target):
         args = [_SizeArgument(a) if _is_size(a) else a for a in args]
@@ -301,6 +309,18 @@ def tensor_op(
     if not tx.output.ops_in_try:
         tx.output.ops_in_try = _under_try_block(tx)
     return _wrap_result(tx, node, example, device, args)
+
+
+def _as_index(kind: str, target: Any, args: list[VariableTracker]) -> tuple[str, Any, list]:
+    """``x[i]`` / ``x[i, j]`` with integer tensor indices as ``aten.index.Tensor``."""
+    from bytegraph.variables.containers import ListVariable, TupleVariable
+
+    base, index = args
+    items = list(index.items) if isinstance(index, TupleVariable) else [index]
+    if not items or not all(isinstance(i, TensorVariable) and not i.example.is_floating_point()
+                            and i.example.dtype is not torch.bool for i in items):
+        return kind, target, args
+    return "call_function", torch.ops.aten.index.Tensor, [base, ListVariable(tuple(items))]
 
 
 def _under_try_block(tx: InstructionTranslatorBase) -> bool:
