@@ -39,10 +39,12 @@ is rejected with torch's own TypeError):
    ``TypeError`` in one line naming it: bytegraph cannot honour it, and
    dropping it silently would run something else than the user asked for.
 
+``mode`` and ``options`` configure Inductor: given with the backend "eager" or
+"aot_eager", torch.compile drops them, and so does the switch (with a
+warning), where ``bytegraph.compile`` itself refuses them.
 ``use_for_torch_compile(backend=...)`` (``bytegraph run --backend``) compiles
 every call with that backend instead of the one named; the call's ``mode``
-and ``options``, which configure Inductor, are then left out unless the
-override is Inductor itself.
+and ``options`` are then left out unless the override is Inductor itself.
 
 This module never imports ``torch._dynamo``: the router never calls torch's
 implementation.
@@ -52,11 +54,13 @@ from __future__ import annotations
 
 import inspect
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from bytegraph.graph.backend_options import drops_settings
 from bytegraph.graph.backends import Backend
 
 __all__ = ["TorchCompileSwitch", "use_for_torch_compile"]
@@ -181,9 +185,19 @@ def bytegraph_arguments(
             )
     if backend_override is not None:
         arguments["backend"] = backend_override
-        if backend_override != "inductor":
-            for name in _INDUCTOR_SETTINGS:
-                arguments.pop(name, None)
+    settings = sorted(_INDUCTOR_SETTINGS & set(arguments))
+    backend = arguments.get("backend", "inductor")
+    if settings and backend_override is not None and backend_override != "inductor":
+        for name in settings:
+            arguments.pop(name)
+    elif settings and drops_settings(backend):
+        # torch.compile drops them for this backend: a script it runs runs here too.
+        for name in settings:
+            arguments.pop(name)
+        warnings.warn(
+            f"torch.compile(..., {'/'.join(settings)}=...) routed to bytegraph: backend "
+            f"{backend!r} ignores it, as under torch.compile", stacklevel=3,
+        )
     return arguments
 
 

@@ -164,6 +164,18 @@ def test_mode_options_and_disable_mean_what_they_mean_to_torch_compile(counting_
     assert counting_backend.calls == 0
 
 
+def test_mode_with_eager_is_dropped_as_torch_compile_drops_it() -> None:
+    x = torch.randn(3)
+    torchs = torch.compile(f, backend="eager", mode="max-autotune")(x)  # runs, mode ignored
+    with bytegraph.use_for_torch_compile():
+        with pytest.warns(UserWarning, match="'eager' ignores it"):
+            routed = torch.compile(f, backend="eager", mode="max-autotune")
+        assert compiled_function(routed) is not None  # bytegraph's, not torch's
+        torch.testing.assert_close(routed(x), torchs)
+    with pytest.raises(ValueError, match="is for Inductor"):  # bytegraph.compile itself refuses
+        bytegraph.compile(f, backend="eager", mode="max-autotune")
+
+
 def test_an_override_replaces_the_backend_and_inductors_settings(monkeypatch) -> None:
     seen: list[dict] = []
     monkeypatch.setattr("bytegraph.api.compile", lambda model, **kwargs: seen.append(kwargs))

@@ -145,6 +145,14 @@ def _without_torch_compile_keys(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def drops_settings(backend: str | Backend) -> bool:
+    """Whether torch.compile drops ``mode`` and ``options`` given with ``backend``: its
+    "eager" and "aot_eager" do (a callable that takes neither fails at its first graph)."""
+    if isinstance(backend, str):
+        return backend in ("eager", "aot_eager")
+    return backend is eager or backend is aot_eager
+
+
 def _check_takes_keywords(backend: Backend, keywords: dict[str, Any]) -> None:
     """A clear error now rather than a TypeError from inside the first compile."""
     name = backend_name(backend)
