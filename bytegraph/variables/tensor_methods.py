@@ -32,7 +32,7 @@ class TensorMethodVariable(PythonValueVariable):
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
         if not args or not isinstance(args[0], TensorVariable):
-            raise Unsupported("unsupported_call", f"torch.Tensor.{self.name} called without "
+            raise Unsupported("unsupported_method", f"torch.Tensor.{self.name} called without "
                               "a tensor first")
         return args[0].call_method(tx, self.name, list(args[1:]), dict(kwargs))
 
