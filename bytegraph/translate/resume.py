@@ -497,12 +497,12 @@ def _callee_slot(inst: Instruction, stack: tuple[VariableTracker, ...]) -> int |
         return slot
     if isinstance(vt, UserMethodVariable):  # ``obj.method(...)``: the router binds its wrapper
         vt = vt.fn
-    if isinstance(vt, MarkedFunctionVariable) and nonrecursive_target(vt.fn) is not None:
-        return slot  # disable(recursive=False): the router runs it, its calls routed
         if isinstance(vt, UserFunctionVariable) and "__class__" in vt.fn.__code__.co_freevars:
             # Zero-argument super() reads the frame's first argument, which the parts of
             # a compiled method do not keep in place (3.12's LOAD_SUPER_ATTR): as it is.
             return None
+    if isinstance(vt, MarkedFunctionVariable) and nonrecursive_target(vt.fn) is not None:
+        return slot  # disable(recursive=False): the router runs it, its calls routed
     if not isinstance(vt, UserFunctionVariable) or _is_standard_library(vt.fn.__code__.co_filename):
         return None
     if not vt.by_identity:  # a compiled wrapper is made for one function object
