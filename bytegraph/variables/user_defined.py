@@ -388,6 +388,20 @@ class UserDefinedObjectVariable(VariableTracker):
                 GuardKind.DICT_KEYS, source, (type(instance_dict), tuple(instance_dict))
             )
 
+    def guard_instance_lacks(self, tx: Tx, name: str) -> None:
+        """The trace relies on ``name`` being absent from the instance: guard that one key.
+
+        Cheaper on every call than all the keys (an nn.Module's ``__dict__`` has twenty,
+        and a model hundreds of modules); the type check keeps ``in`` the dict's own.
+        """
+        if self.is_new:
+            return
+        instance_dict = _instance_dict(self.value)
+        if instance_dict is not None:
+            source = self.attr_source("__dict__")
+            tx.output.add_guard(GuardKind.TYPE_MATCH, source, type(instance_dict))
+            tx.output.add_guard(GuardKind.KEY_ABSENT, source, name)
+
     # -- reads ----------------------------------------------------------------
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
         if self.custom_getattribute:
@@ -433,7 +447,7 @@ class UserDefinedObjectVariable(VariableTracker):
             instance_dict = _instance_dict(self.value)
             if instance_dict is not None and name in instance_dict:
                 return wrap(tx, instance_dict[name], self.attr_source(name))
-            self.guard_instance_keys(tx)
+            self.guard_instance_lacks(tx, name)
         return None
 
     def bind(self, tx: Tx, found: Found, name: str) -> VariableTracker:
