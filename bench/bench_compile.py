@@ -8,6 +8,10 @@ adds nothing and only capture and call overhead are compared):
   systems alternating which goes first.
 - overhead: compiled call time minus plain eager call time on a cache hit,
   each the best per-call time of several timeit-style repeats.
+- per call: the compiled call time itself, bytegraph's over torch.compile's, and
+  the time of bytegraph's guard function alone (a module with hundreds of
+  parameters is mostly guard: compiled calls skip nn.Module.__call__, so they
+  can be faster than eager and the overhead above negative).
 
 With ``--inductor`` both also run with ``backend="inductor"`` and the table
 adds their steady-state call times.
@@ -16,7 +20,7 @@ Both systems are warmed up first on an unrelated function: the first
 meta/fake tensor op in a process imports ``torch._dynamo`` (about 0.75 s),
 which would otherwise be charged to whichever system traces first.
 
-Run: ``python bench/bench_compile.py [--inductor] [--repeats N]``
+Run: ``python bench/bench_compile.py [--inductor] [--repeats N] [--only TEXT]``
 """
 
 from __future__ import annotations
@@ -101,11 +105,18 @@ def mlp_module() -> torch.nn.Module:
     return torch.nn.Sequential(*layers[:-1]).eval()
 
 
+def linear_stack(depth: int) -> torch.nn.Module:
+    """``depth`` Linear layers, two parameters each: per-call cost is mostly guards."""
+    return torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(depth))).eval()
+
+
 PROGRAMS = [
     Program("add_mul 4x4", add_mul, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
     Program("mlp 4x64, batch 32", mlp4, mlp4_args),
     Program("mlp nn.Sequential 4x64", mlp_module(), lambda: (torch.randn(32, 64),)),
     Program("attention seq 16, dim 64", attention, attention_args),
+    Program("Linear x60 (120 params)", linear_stack(60), lambda: (torch.randn(4, 16),)),
+    Program("Linear x150 (300 params)", linear_stack(150), lambda: (torch.randn(4, 16),)),
 ]
 
 
@@ -197,6 +208,16 @@ def bytegraph_graph_count(compiled: Any) -> int:
     return sum(len(entry.graphs) for entry in compiled.entries)
 
 
+def bytegraph_guard(compiled: Any, args: tuple) -> Callable[[], Any]:
+    """A call of the guard function of the entry that ``args`` hit (a module's with itself)."""
+    function = getattr(compiled, "_compiled_forward", compiled)
+    full = (compiled._orig_mod, *args) if function is not compiled else args
+    check = function.entries[0].guard.check
+    if not check(*full):
+        sys.exit("bytegraph's guard failed on the arguments it was compiled for")
+    return lambda: check(*full)
+
+
 @dataclasses.dataclass
 class Row:
     program: str
@@ -204,6 +225,8 @@ class Row:
     eager_call: float
     overhead: dict[str, float]
     graphs: int
+    call: dict[str, float] = dataclasses.field(default_factory=dict)
+    guard: float = 0.0
     inductor_call: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
@@ -214,11 +237,13 @@ def measure(program: Program, repeats: int, inductor: bool) -> Row:
     compiled = {name: system.fresh(program.fn, "eager") for name, system in SYSTEMS.items()}
     for name, fn in compiled.items():
         check_same(program, args, fn, name)
-    times = per_call_times({"eager": program.fn, **compiled}, args)
+    guard = bytegraph_guard(compiled["bytegraph"], args)
+    times = per_call_times({"eager": program.fn, **compiled, "guard": lambda *_: guard()}, args)
     eager_call = times.pop("eager")
+    guard_time = times.pop("guard")
     overhead = {name: t - eager_call for name, t in times.items()}
     graphs = bytegraph_graph_count(compiled["bytegraph"])
-    row = Row(program.name, trace, eager_call, overhead, graphs)
+    row = Row(program.name, trace, eager_call, overhead, graphs, dict(times), guard_time)
     if inductor:
         for name, system in SYSTEMS.items():
             compiled[name] = system.fresh(program.fn, "inductor")
@@ -287,6 +312,15 @@ def report(rows: list[Row], repeats: int) -> None:
             for r in rows
         ],
     )
+    print("Per-call time (cache hit), backend='eager'; best of 7; bytegraph's guard alone")
+    print_table(
+        ["program", "eager call", bg, tc, "ratio", f"{bg} guard"],
+        [
+            [r.program, us(r.eager_call), us(r.call[bg]), us(r.call[tc]),
+             ratio(r.call[bg], r.call[tc]), us(r.guard)]
+            for r in rows
+        ],
+    )
     if rows and rows[0].inductor_call:
         print("Steady-state call time, backend='inductor'; best of 7")
         print_table(
@@ -309,6 +343,7 @@ def main() -> None:
         "--threads", type=int, default=1,
         help="torch intra-op threads (1: small kernels time steadily on a loaded machine)",
     )
+    parser.add_argument("--only", default="", help="only the programs whose name has TEXT")
     opts = parser.parse_args()
     torch.set_num_threads(opts.threads)
     print(
@@ -317,7 +352,8 @@ def main() -> None:
     )
     start = time.perf_counter()
     warm_up()
-    rows = [measure(program, opts.repeats, opts.inductor) for program in PROGRAMS]
+    programs = [p for p in PROGRAMS if opts.only in p.name]
+    rows = [measure(program, opts.repeats, opts.inductor) for program in programs]
     report(rows, opts.repeats)
     print(f"total {time.perf_counter() - start:.1f} s")
 
