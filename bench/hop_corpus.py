@@ -70,8 +70,8 @@ def outcome(actual: Observed, expected: Observed) -> tuple[str, str | None]:
 
 def run_bytegraph(prog: HopProgram, expected: Observed) -> dict[str, Any]:
     import bytegraph
-    from bytegraph.explain import report_of
-    from bytegraph.recording import Recording
+    from bytegraph.inspect.explain import report_of
+    from bytegraph.inspect.recording import Recording
 
     bytegraph.reset()
     backend = CountingBackend()

@@ -195,7 +195,7 @@ def _compile_torch(model: torch.nn.Module, backend: CountingBackend) -> Any:
 
 def run_system(system: str, prepared: Prepared) -> dict[str, Any]:
     """Compile a copy, call it twice, compare both calls with eager."""
-    from bytegraph.recording import Recording
+    from bytegraph.inspect.recording import Recording
 
     model = copy.deepcopy(prepared.model)  # compiling may set attributes
     backend = CountingBackend()
@@ -233,7 +233,7 @@ def _finish(system: str, row: dict[str, Any], recording: Any, caught: list[Any])
         row["warnings"] = warned
         row["internal_errors"] = sum("internal error" in w for w in warned)
     try:
-        from bytegraph.explain import report_of
+        from bytegraph.inspect.explain import report_of
 
         report = report_of(recording)
         breaks: dict[tuple[str, str, str], int] = {}

@@ -28,6 +28,11 @@ One function through every stage::
    compiled graph, rebuild the return value.
 6. ``guards/`` compiles the guards into one function; the next call with
    tensors of the same metadata runs the transformed code directly.
+
+``api.py`` is the entry (``compile`` and the cache); ``inspect/`` is the layer
+over all of this that shows what happened (explain, the dump, the structured
+trace, the HTML report, the command line): the core tells it through
+``events.py`` and never imports it.
 """
 
 from bytegraph.bytecode.compat import check_supported as _check_supported
@@ -37,9 +42,9 @@ _check_supported()
 from bytegraph import config, logs  # noqa: E402
 from bytegraph.api import compile, reset  # noqa: E402
 from bytegraph.exc import BytegraphError, InternalError, Unsupported  # noqa: E402
-from bytegraph.explain import explain  # noqa: E402
 from bytegraph.graph.backends import BackendError  # noqa: E402
 from bytegraph.graph.shapes import mark_dynamic, mark_static  # noqa: E402
+from bytegraph.inspect.explain import explain  # noqa: E402
 from bytegraph.logs import set_logs  # noqa: E402
 from bytegraph.markers import (  # noqa: E402
     allow_in_graph,

@@ -1,7 +1,7 @@
-"""``python -m bytegraph run|explain|dump ...``: the command line (cli.py)."""
+"""``python -m bytegraph run|explain|dump ...``: the command line (inspect/cli.py)."""
 
 import sys
 
-from bytegraph.cli import main
+from bytegraph.inspect.cli import main
 
 sys.exit(main())

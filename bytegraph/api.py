@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from bytegraph import config, logs, structured_trace
+from bytegraph import config, events, logs
 from bytegraph.compile_targets import compile_other, see_through
 from bytegraph.compiled_module import CompiledModule
 from bytegraph.exc import InternalError, Unsupported
@@ -62,9 +62,6 @@ _live_functions: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 # may call another compiled function).
 _compile_lock = threading.RLock()
 _CheckedRun = tuple[Callable[..., bool], Callable[..., Any]]
-# The Recording (recording.py) that explain() or the command line has active, if any:
-# compile() hands it each backend to wrap and each result. Never read on the call path.
-active_recording: Any = None
 
 
 class CompiledFunction:
@@ -157,23 +154,21 @@ class CompiledFunction:
             raise recompile_error(self.fn, failed)
         changes = self.dynamic_dims.update(frame_values)
         changes += self.dynamic_dims.update_inputs(frame_values)
-        if self.entries and logs.enabled("recompiles"):
-            failed = self.entries[0].guard.explain_failure(args, kwargs)
-            decided = "".join(f"; {change}" for change in changes)
-            logs.get_logger("recompiles").info(
-                "recompiling %s (%s:%d): guard failed: %s%s",
-                self.fn.__qualname__, self.fn.__code__.co_filename,
-                self.fn.__code__.co_firstlineno, failed, decided,
-            )
+        if self.entries and (logs.enabled("recompiles") or events.RECOMPILE.subscribers):
+            self._report_recompile(args, kwargs, changes)
         dynamic = self.dynamic_dims.for_call(frame_values)
         started = time.perf_counter()
         try:
-            with structured_trace.compiling(self, self.fn, args, kwargs, changes) as trace:
+            events.COMPILE_STARTED.publish(self, self.fn, args, kwargs, changes)
+            try:
                 entry = convert_frame(
                     self.context, frame_values, self.backend, self.fullgraph, dynamic
                 )
                 entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
-                trace.compiled(entry, len(self.entries) + 1)
+                events.FRAME_COMPILED.publish(self, self.fn, entry, len(self.entries) + 1)
+            except BaseException as error:
+                events.COMPILE_FAILED.publish(self, self.fn, error)
+                raise
         except (Unsupported, BackendError):
             raise
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
@@ -183,6 +178,20 @@ class CompiledFunction:
         self.entries.insert(0, entry)
         self._checks = ((entry.guard.check, entry.run), *self._checks)
         return entry.run
+
+    def _report_recompile(self, args: tuple, kwargs: dict, changes: list[str]) -> None:
+        """The ``recompiles`` log artifact and the RECOMPILE event: the guard that failed."""
+        failed = self.entries[0].guard.explain_failure(args, kwargs)
+        decided = "".join(f"; {change}" for change in changes)
+        code = self.fn.__code__
+        if logs.enabled("recompiles"):
+            logs.get_logger("recompiles").info(
+                "recompiling %s (%s:%d): guard failed: %s%s",
+                self.fn.__qualname__, code.co_filename, code.co_firstlineno, failed, decided,
+            )
+        events.RECOMPILE.publish(
+            self.fn.__qualname__, code.co_filename, code.co_firstlineno, failed, decided
+        )
 
     def _internal_error(self, error: Exception) -> None:
         """Raise under ``config.strict``; otherwise warn once and run as plain Python from now."""
@@ -208,7 +217,7 @@ class CompiledFunction:
             f"config.recompile_limit={config.recompile_limit}; it now runs as plain Python. "
             f"The guard that kept failing: {failed}"
         )
-        structured_trace.recompile_limit(self, self.fn, message)
+        events.RECOMPILE_LIMIT.publish(self, self.fn, message)
         # stacklevel: the user's call (_give_up, _lookup_or_compile, _miss, __call__)
         warnings.warn(message, stacklevel=5)
 
@@ -268,12 +277,11 @@ def compile(
             return compile(part, fullgraph=fullgraph, dynamic=dynamic, backend=backend_fn)
 
         return compile_other(model, compile_part)
-    recording = active_recording
-    if recording is not None:
-        backend_fn = recording.backend(backend_fn)
+    # explain()'s Recording, the command line: they keep each graph and each result.
+    backend_fn = events.WRAP_BACKEND.apply(backend_fn)
     compiled = _compile_python(model, backend_fn, fullgraph, dynamic)
-    if recording is not None and compiled is not model:
-        recording.add_root(compiled)
+    if compiled is not model:
+        events.ROOT_COMPILED.publish(compiled)
     return compiled
 
 

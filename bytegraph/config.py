@@ -46,12 +46,12 @@ call and ``Tensor.numpy()`` is a graph break."""
 
 dump_dir: str | None = os.environ.get("BYTEGRAPH_DUMP") or None
 """A folder: every compiled frame and resume function is written there as one readable
-Python file (dump.py): its guards with the user's lines, FX graph, transformed code and
+Python file (inspect/dump.py): its guards with the user's lines, FX graph, transformed code and
 resume functions decompiled, and the source lines they came from. The environment
 variable ``BYTEGRAPH_DUMP=folder`` sets it at import. None: nothing is written, and
 nothing is checked on the call path."""
 
 trace_dir: str | None = os.environ.get("BYTEGRAPH_TRACE") or None
 """A folder for structured traces (``BYTEGRAPH_TRACE``): each process writes one log
-there, in the format ``tlparse`` renders (``structured_trace.py``): every compile
+there, in the format ``tlparse`` renders (``inspect/structured_trace.py``): every compile
 with its stack, graphs, guards, breaks, recompiles and times. None: off."""

@@ -16,7 +16,7 @@ tracing path or the cache-miss path, never on the cached call path, and
 checks ``isEnabledFor`` before formatting anything.
 
 For a report of a whole run rather than log lines, ``BYTEGRAPH_TRACE=folder``
-writes a structured trace that ``tlparse`` renders (structured_trace.py).
+writes a structured trace that ``tlparse`` renders (inspect/structured_trace.py).
 """
 
 from __future__ import annotations

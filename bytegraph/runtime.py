@@ -35,16 +35,15 @@ from typing import Any
 import torch
 from torch import nn
 
-import bytegraph
 from bytegraph import config
 from bytegraph.markers import is_disabled, marking
 from bytegraph.torch_markers import nonrecursive_target
 from bytegraph.variables.nn_module import has_hooks
 
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
-_OWN_DIRS = tuple(
-    os.path.join(os.path.dirname(os.path.abspath(module.__file__)), "")
-    for module in (torch, bytegraph)
+_OWN_DIRS = (  # torch's and bytegraph's (this module's folder: no import of the package above)
+    os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), ""),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
 )
 _TORCH_NN = os.path.join(os.path.dirname(os.path.abspath(nn.__file__)), "")
 _TORCH_NN_PARALLEL = os.path.join(_TORCH_NN, "parallel", "")

@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from bytegraph import cli
+from bytegraph.inspect import cli
 
 TIMEOUT = 240
 

@@ -21,8 +21,8 @@ import pytest
 import torch
 
 import bytegraph
-from bytegraph import cli
 from bytegraph.api import CompiledFunction
+from bytegraph.inspect import cli
 from tests.conftest import CountingBackend
 
 

@@ -19,8 +19,8 @@ import torch
 from source_lines import line_of, source_of
 
 import bytegraph
-from bytegraph.explain import graph_code, report_of
-from bytegraph.recording import Recording
+from bytegraph.inspect.explain import graph_code, report_of
+from bytegraph.inspect.recording import Recording
 
 THIS_FILE = os.path.abspath(__file__)
 

@@ -24,9 +24,9 @@ import torch
 from source_lines import line_of
 
 import bytegraph
-from bytegraph.explain import report_of
-from bytegraph.recording import Recording
-from bytegraph.report_html import graph_svg
+from bytegraph.inspect.explain import report_of
+from bytegraph.inspect.recording import Recording
+from bytegraph.inspect.report_html import graph_svg
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TIMEOUT = 120

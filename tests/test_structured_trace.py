@@ -16,7 +16,8 @@ import torch
 from source_lines import line_of
 
 import bytegraph
-from bytegraph import config, structured_trace
+from bytegraph import config
+from bytegraph.inspect import structured_trace
 
 THIS_FILE = os.path.abspath(__file__)
 GLOG = re.compile(r"^V\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:]+:\d+\] (?P<json>\{.*\})$")

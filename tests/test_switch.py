@@ -24,8 +24,8 @@ import pytest
 import torch
 
 import bytegraph
-from bytegraph import cli
 from bytegraph.api import CompiledFunction, CompiledModule
+from bytegraph.inspect import cli
 
 TIMEOUT = 120  # seconds, per subprocess: a hang fails the test instead of the CI job
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(bytegraph.__file__)))
@@ -394,4 +394,4 @@ def test_run_help_missing_script_and_console_script(tmp_path, capsys) -> None:
     assert cli.main(["run", str(tmp_path / "missing.py")]) == 1
     assert "no such script" in capsys.readouterr().err
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
-        assert 'bytegraph = "bytegraph.cli:main"' in f.read()  # [project.scripts]
+        assert 'bytegraph = "bytegraph.inspect.cli:main"' in f.read()  # [project.scripts]

@@ -171,8 +171,8 @@ def run_bytegraph(fn: Any, args: tuple, kwargs: dict, module: Any) -> Run:
     counter = GraphCounter()
     reason = ""
     try:
-        from bytegraph.explain import report_of
-        from bytegraph.recording import Recording
+        from bytegraph.inspect.explain import report_of
+        from bytegraph.inspect.recording import Recording
     except ImportError:  # an older bytegraph: no reasons
         observed = compare.observe(
             bytegraph.compile(fn, backend=counter), args, kwargs, vars(module), fn

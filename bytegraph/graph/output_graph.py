@@ -57,7 +57,7 @@ class OutputGraph:
         self.shapes: ShapeSession | None = None
         # an op was recorded under a try block: failing at run time, it must reach a handler
         self.ops_in_try = False
-        # Called with each guard when first installed; set only while dumping (dump.py).
+        # Called with each guard when first installed; set only while dumping (inspect/dump.py).
         self.on_new_guard: Any = None
         # The paused frames of this trace's generators (variables/generators.py). Held here,
         # not in a table keyed by this object: they lead back to it, and would keep the

@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from bytegraph import config, logs
+from bytegraph import config, events, logs
 from bytegraph.bytecode.instructions import decode
 from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.escapes import emit_raise
@@ -209,10 +209,7 @@ def _translator(
     **break_point: Any,
 ) -> InstructionTranslator:
     output = OutputGraph()
-    if config.dump_dir is not None:
-        from bytegraph.dump import GuardOrigins
-
-        output.on_new_guard = GuardOrigins()
+    events.TRACE_STARTED.publish(output)  # the dump notes where each guard came from
     if dynamic or ShapeSession.captures_data():
         output.shapes = ShapeSession(dynamic)
     cells = {
@@ -345,10 +342,7 @@ def _entry(
     entry = CacheEntry(
         guard, run, graphs, _detached(breaks), tensor_inputs=tensor_inputs, int_inputs=int_inputs
     )
-    if config.dump_dir is not None:
-        from bytegraph.dump import dump_entry
-
-        dump_entry(config.dump_dir, fn, entry, output)
+    events.ENTRY_MADE.publish(fn, entry, output)  # the dump writes it out
     return entry
 
 

@@ -3,11 +3,11 @@
 With ``bytegraph.config.dump_dir`` set (or ``BYTEGRAPH_DUMP=folder`` in the
 environment at import), each new cache entry is written out as it is made:
 
-1. ``convert._translator`` gives the trace's OutputGraph a ``GuardOrigins``
+1. at ``events.TRACE_STARTED`` the trace's OutputGraph gets a ``GuardOrigins``
    as its ``on_new_guard``: each guard, when first installed, notes the
    user's frames at that moment (the line that read the value, and the
    callers that inlined it).
-2. ``convert._entry`` hands the finished entry to ``dump_entry``, which
+2. at ``events.ENTRY_MADE`` the finished entry goes to ``dump_entry``, which
    (re)writes the file of the entry's code object, ``NNN_<qualname>.py``:
 
    * a header: the function, and for a resume function where it continues;
@@ -29,7 +29,7 @@ file parses with ``ast.parse``; none is meant to run.
 Dumping never breaks the user's program: a failure while writing is one
 warning per folder, and the program goes on. With ``dump_dir`` None nothing
 here runs: the call path is not touched, and the trace path checks one
-setting per frame.
+setting per frame (in the two subscribers at the end of this module).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import types
 import warnings
 from typing import Any
 
-from bytegraph import logs
+from bytegraph import config, events, logs
 from bytegraph.exc import UserFrame
 from bytegraph.guards.build import GuardFunctionBuilder
 from bytegraph.guards.guard import Guard
@@ -138,7 +138,7 @@ def _write_entry(folder: str, fn: types.FunctionType, entry: Any, output: Any) -
 
 
 def _file_header(dump: _DumpFile) -> str:
-    from bytegraph.explain import resume_line
+    from bytegraph.inspect.explain import resume_line
     from bytegraph.translate.resume import base_position
 
     code = dump.fn.__code__
@@ -279,7 +279,7 @@ def _parameters(fn: types.FunctionType) -> str:
 
 
 def _graph_class(gm: Any, name: str) -> str:
-    from bytegraph.explain import graph_code
+    from bytegraph.inspect.explain import graph_code
 
     code = graph_code(gm)
     body = "\n".join(f"    {line}" if line else "" for line in code.splitlines())
@@ -396,3 +396,18 @@ def _parses(text: str) -> bool:
     except SyntaxError:
         return False
     return True
+
+
+def _trace_started(output: Any) -> None:
+    if config.dump_dir is not None:
+        output.on_new_guard = GuardOrigins()
+
+
+def _entry_made(fn: types.FunctionType, entry: Any, output: Any) -> None:
+    folder = config.dump_dir
+    if folder is not None:
+        dump_entry(folder, fn, entry, output)
+
+
+events.TRACE_STARTED.subscribe(_trace_started)
+events.ENTRY_MADE.subscribe(_entry_made)

@@ -24,13 +24,13 @@ import argparse
 import sys
 import types
 
-from bytegraph.script import ScriptError, check_script, run_as_python
+from bytegraph.inspect.script import ScriptError, check_script, run_as_python
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.script`` with the switch on; the exit status ``python`` would give."""
     from bytegraph.graph.backends import lookup_backend
-    from bytegraph.recording import Recording
+    from bytegraph.inspect.recording import Recording
     from bytegraph.switch import use_for_torch_compile
 
     check_script(args.script)
@@ -69,8 +69,8 @@ def _is_launcher(filename: str) -> bool:
 
 
 def _report(args: argparse.Namespace, recording: object, routed_calls: int) -> None:
-    from bytegraph.explain import report_of
-    from bytegraph.summary import run_summary
+    from bytegraph.inspect.explain import report_of
+    from bytegraph.inspect.summary import run_summary
 
     if args.quiet:
         return

@@ -7,28 +7,27 @@ While a ``Recording`` is active (``with Recording() as rec:``):
    backend took (``GraphReport``), in compile order;
 2. every compiled function or module ``compile`` returns is kept as a root
    (``rec.roots``); its resume functions and compiled callees hang off it;
-3. the ``recompiles`` log artifact is switched on for the duration and its
-   records are kept (``rec.recompiles``): which function compiled again and
-   the guard of its newest entry that failed.
+3. every recompile is kept (``rec.recompiles``): which function compiled
+   again and the guard of its newest entry that failed.
 
-Nothing here runs on the call path: ``api.compile`` looks at the active
-recording once per ``compile`` call, and the recompile message is built only
-on a cache miss. Recordings nest: an inner one passes what it sees on to the
-outer one, so ``bytegraph explain`` still sees graphs that a script's own
-``bytegraph.explain(...)`` call compiled.
+It subscribes to the core's events (``bytegraph/events.py``) while active:
+``WRAP_BACKEND``, ``ROOT_COMPILED`` and ``RECOMPILE``. Nothing here runs on
+the call path: ``compile()`` publishes once per call, and the recompile
+message is built only on a cache miss. Recordings nest: every active one
+sees what is compiled, so ``bytegraph explain`` still sees graphs that a
+script's own ``bytegraph.explain(...)`` call compiled.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from bytegraph import api, logs
+from bytegraph import events
 from bytegraph.graph.backends import Backend
 
 
@@ -76,21 +75,6 @@ def op_name(node: torch.fx.Node) -> str:
     return f"{module.replace('_operator', 'operator')}.{name}" if module else name
 
 
-class _RecompileHandler(logging.Handler):
-    def __init__(self, reports: list[RecompileReport]) -> None:
-        super().__init__(logging.INFO)
-        self.reports = reports
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # api.CompiledFunction._lookup_or_compile logs (qualname, file, line, failed, decided).
-        args = record.args
-        if isinstance(args, tuple) and len(args) == 5:
-            name, filename, lineno, failed, decided = args
-            self.reports.append(RecompileReport(
-                str(name), str(filename), int(lineno), str(failed), str(decided).lstrip("; "),
-            ))
-
-
 class Recording:
     """The graphs, compiled roots and recompiles of everything compiled while active."""
 
@@ -98,38 +82,34 @@ class Recording:
         self.graphs: list[GraphReport] = []
         self.roots: list[Any] = []
         self.recompiles: list[RecompileReport] = []
-        self._outer: Recording | None = None
-        self._handler = _RecompileHandler(self.recompiles)
-        self._saved: tuple[int, bool] | None = None
 
     def backend(self, backend: Backend) -> Backend:
-        """``backend`` wrapped to record its graphs (and the outer recording's, if any)."""
-        wrapped: Backend = RecordingBackend(backend, self.graphs)
-        return self._outer.backend(wrapped) if self._outer is not None else wrapped
+        """``backend`` wrapped to record its graphs."""
+        return RecordingBackend(backend, self.graphs)
 
     def add_root(self, compiled: Any) -> None:
         if all(compiled is not r for r in self.roots):
             self.roots.append(compiled)
-        if self._outer is not None:
-            self._outer.add_root(compiled)
+
+    def _recompiled(
+        self, function: str, filename: str, lineno: int, failed: str, decided: str
+    ) -> None:
+        self.recompiles.append(RecompileReport(
+            function, filename, lineno, str(failed), decided.lstrip("; ")
+        ))
+
+    def _subscriptions(self) -> tuple[tuple[events.Event, Callable[..., Any]], ...]:
+        return (
+            (events.WRAP_BACKEND, self.backend),
+            (events.ROOT_COMPILED, self.add_root),
+            (events.RECOMPILE, self._recompiled),
+        )
 
     def __enter__(self) -> Recording:
-        self._outer = api.active_recording
-        api.active_recording = self
-        logger = logs.get_logger("recompiles")
-        if not logs.enabled("recompiles"):
-            # Switched on for us only: nothing should reach the user's log handlers.
-            self._saved = (logger.level, logger.propagate)
-            logger.setLevel(logging.INFO)
-            logger.propagate = False
-        logger.addHandler(self._handler)
+        for event, subscriber in self._subscriptions():
+            event.subscribe(subscriber)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        api.active_recording = self._outer
-        logger = logs.get_logger("recompiles")
-        logger.removeHandler(self._handler)
-        if self._saved is not None:
-            logger.setLevel(self._saved[0])
-            logger.propagate = self._saved[1]
-            self._saved = None
+        for event, subscriber in self._subscriptions():
+            event.unsubscribe(subscriber)

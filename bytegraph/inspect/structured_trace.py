@@ -36,7 +36,8 @@ it first compiled, then its compiles. Each compile writes, in order:
 
 Everything here runs on a cache miss, and only when tracing is on: the call
 path never looks at it, and a compile with tracing off costs one attribute
-read of ``config.trace_dir``.
+read of ``config.trace_dir``. The core's events (``bytegraph/events.py``)
+drive it: the subscribers at the end of this module.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ import types
 import weakref
 from typing import Any
 
-from bytegraph import config
+from bytegraph import config, events
 
 _THIS_FILE = os.path.abspath(__file__)
-_PACKAGE_DIR = os.path.join(os.path.dirname(_THIS_FILE), "")
+_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(_THIS_FILE)), "")  # bytegraph/
+_NOT_THE_CALLER = (_THIS_FILE, os.path.abspath(events.__file__))  # the caller: api.py
 _MAX_STACK = 64  # frames of the user's stack kept in dynamo_start
 
 
@@ -121,7 +123,7 @@ def _prefix() -> str:
     now = time.time()
     stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now))
     frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename == _THIS_FILE:
+    while frame.f_back is not None and frame.f_code.co_filename in _NOT_THE_CALLER:
         frame = frame.f_back
     where = os.path.relpath(frame.f_code.co_filename, os.path.dirname(_PACKAGE_DIR[:-1]))
     return f"V{stamp}.{int(now % 1 * 1e6):06d} {os.getpid()} {where}:{frame.f_lineno}]"
@@ -283,3 +285,35 @@ def _failure(error: BaseException) -> dict[str, Any]:
         fields["fail_user_frame_filename"] = frames[0].filename
         fields["fail_user_frame_lineno"] = frames[0].lineno or 0
     return fields
+
+
+# The compiles under way, innermost last: (owner, its trace or None while tracing is off).
+_under_way: list[tuple[Any, CompileTrace | None]] = []
+
+
+def _compile_started(
+    owner: Any, fn: types.FunctionType, args: tuple, kwargs: dict, decided: list[str]
+) -> None:
+    trace = compiling(owner, fn, args, kwargs, decided)
+    _under_way.append((owner, trace if isinstance(trace, CompileTrace) else None))
+
+
+def _frame_compiled(owner: Any, fn: types.FunctionType, entry: Any, cache_size: int) -> None:
+    if _under_way and _under_way[-1][0] is owner:
+        trace = _under_way[-1][1]
+        if trace is not None:
+            trace.compiled(entry, cache_size)  # on an error: _compile_failed ends it
+        _under_way.pop()
+
+
+def _compile_failed(owner: Any, fn: types.FunctionType, error: BaseException) -> None:
+    if _under_way and _under_way[-1][0] is owner:
+        trace = _under_way.pop()[1]
+        if trace is not None:
+            trace.__exit__(type(error), error, error.__traceback__)
+
+
+events.COMPILE_STARTED.subscribe(_compile_started)
+events.FRAME_COMPILED.subscribe(_frame_compiled)
+events.COMPILE_FAILED.subscribe(_compile_failed)
+events.RECOMPILE_LIMIT.subscribe(recompile_limit)

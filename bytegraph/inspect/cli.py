@@ -33,7 +33,7 @@ import os
 import sys
 from typing import Any
 
-from bytegraph.script import ScriptError, check_script, run_script
+from bytegraph.inspect.script import ScriptError, check_script, run_script
 
 
 class _Usage(argparse.ArgumentParser):
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args.script_args = script_args
     try:
         if args.command == "run":
-            from bytegraph.run_command import run_command
+            from bytegraph.inspect.run_command import run_command
 
             return run_command(args)
         if args.command == "explain":
@@ -138,7 +138,7 @@ def _script_position(argv: list[str]) -> int:
 def _run(args: argparse.Namespace) -> Any:
     """Run the script under a Recording; the recording."""
     from bytegraph.graph.backends import lookup_backend
-    from bytegraph.recording import Recording
+    from bytegraph.inspect.recording import Recording
 
     check_script(args.script)
     try:
@@ -164,13 +164,13 @@ def _run(args: argparse.Namespace) -> Any:
 
 
 def _compiled_of(compiled: Any) -> Any:
-    from bytegraph.explain import compiled_function
+    from bytegraph.inspect.explain import compiled_function
 
     return compiled_function(compiled)
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from bytegraph.explain import report_of
+    from bytegraph.inspect.explain import report_of
 
     report = report_of(_run(args))
     print(f"\n=== bytegraph explain: {args.script} ===")

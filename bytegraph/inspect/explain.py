@@ -32,7 +32,7 @@ import torch
 
 from bytegraph.exc import Unsupported, UserFrame
 from bytegraph.graph.backends import Backend, lookup_backend
-from bytegraph.recording import GraphReport, RecompileReport, Recording
+from bytegraph.inspect.recording import GraphReport, RecompileReport, Recording
 from bytegraph.translate.resume import is_entered_code
 
 __all__ = [
@@ -141,7 +141,7 @@ class ExplainOutput:
 
     def to_html(self) -> str:
         """This report as one self-contained HTML page (report_html.py)."""
-        from bytegraph.report_html import render_html
+        from bytegraph.inspect.report_html import render_html
 
         return render_html(self)
 

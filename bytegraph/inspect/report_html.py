@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from bytegraph.explain import BreakReport, ExplainOutput, graph_code
-from bytegraph.recording import op_name
+from bytegraph.inspect.explain import BreakReport, ExplainOutput, graph_code
+from bytegraph.inspect.recording import op_name
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #1d2330; background: #fff; }

@@ -13,7 +13,7 @@ or inside a module-level ``if``/``try``/``with``/loop), one statement binds
 it again to its compiled form::
 
     def f(x): ...
-    f = __import__('bytegraph.script', fromlist=['_']).bind_target(f, 'f')
+    f = __import__('bytegraph.inspect.script', fromlist=['_']).bind_target(f, 'f')
 
 so every later call of ``f`` from the script (a module-level call, one in
 ``if __name__ == "__main__":``, a call from another function) runs compiled.
@@ -183,10 +183,10 @@ def _insert_binds(tree: ast.Module, path: str, target: str) -> None:
     if not owner.isidentifier() or (attribute and not attribute.isidentifier()):
         raise ScriptError(f"not a function name: {target!r} (use NAME or Class.method)")
     if attribute:
-        bind = f"__import__('bytegraph.script', fromlist=['_']).bind_method({owner}, " \
+        bind = f"__import__('bytegraph.inspect.script', fromlist=['_']).bind_method({owner}, " \
                f"{attribute!r}, {target!r})"
     else:
-        bind = f"{owner} = __import__('bytegraph.script', fromlist=['_']).bind_target(" \
+        bind = f"{owner} = __import__('bytegraph.inspect.script', fromlist=['_']).bind_target(" \
                f"{owner}, {owner!r})"
     if not _rewrite_body(tree.body, owner, ast.parse(bind).body[0]):
         raise ScriptError(f"{path} defines no {target!r} at module level")

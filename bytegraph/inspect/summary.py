@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import os
 
-from bytegraph.explain import BreakReport, ExplainOutput
+from bytegraph.inspect.explain import BreakReport, ExplainOutput
 
 __all__ = ["run_summary"]
 
