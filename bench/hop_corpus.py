@@ -30,20 +30,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.hop_programs import HopProgram, load  # noqa: E402
-from bench.hop_programs.run import Observed, compare, observe  # noqa: E402
+from bench.hop_programs.run import CountingBackend, Observed, compare, observe  # noqa: E402
 
 CALLS = ("call_function", "call_method", "call_module")
-
-
-class CountingBackend:
-    """Keeps each GraphModule it receives and runs it as is."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
 
 
 def op_count(gm: torch.nn.Module, nested: bool) -> int:

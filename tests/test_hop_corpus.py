@@ -13,25 +13,15 @@ same corpus beside torch.compile.
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import pytest
 import torch
 
 import bytegraph
 from bench.hop_programs import HopProgram, load
-from bench.hop_programs.run import compare, observe
+from bench.hop_programs.run import CountingBackend, compare, observe
 
 PROGRAMS = load()
-
-
-class CountingBackend:
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
 
 
 def test_corpus_size() -> None:

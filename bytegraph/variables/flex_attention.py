@@ -36,7 +36,13 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.higher_order import call_op, fresh_example, install, speculate
+from bytegraph.variables.higher_order import (
+    bind_with_defaults,
+    call_op,
+    fresh_example,
+    install,
+    speculate,
+)
 from bytegraph.variables.tensor import TensorVariable, getitem_as_index
 
 if TYPE_CHECKING:
@@ -70,7 +76,8 @@ class FlexAttentionVariable(PythonValueVariable):
     """``flex_attention``."""
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        bound = _bind(args, kwargs)
+        bound = bind_with_defaults(WHAT, _NAMES, _DEFAULTS, args, kwargs,
+                                   positional=len(_NAMES) - 1)
         q, k, v = bound["query"], bound["key"], bound["value"]
         if not all(isinstance(t, TensorVariable) for t in (q, k, v)):
             raise Unsupported("higher_order_call", f"{WHAT} of query, key and value other than "
@@ -96,19 +103,6 @@ class FlexAttentionVariable(PythonValueVariable):
              *buffers), {}, like,
         )
         return out
-
-
-def _bind(args: list, kwargs: dict) -> dict[str, VariableTracker]:
-    bound = dict(zip(_NAMES[:-1], args))
-    for name, value in kwargs.items():
-        if name not in _NAMES or name in bound:
-            raise Unsupported("higher_order_call", f"{WHAT}() got argument {name!r}")
-        bound[name] = value
-    for name, default in _DEFAULTS.items():
-        bound.setdefault(name, ConstantVariable(default))
-    if len(args) > len(_NAMES) - 1 or len(bound) != len(_NAMES):
-        raise Unsupported("higher_order_call", f"{WHAT}() takes {', '.join(_NAMES)}")
-    return bound
 
 
 def _is_none(vt: VariableTracker) -> bool:

@@ -239,6 +239,25 @@ def bind(
     return [bound[n] for n in names]
 
 
+def bind_with_defaults(
+    what: str, names: tuple[str, ...], defaults: dict[str, Any], args: Sequence[VariableTracker],
+    kwargs: dict[str, VariableTracker], positional: int | None = None,
+) -> dict[str, VariableTracker]:
+    """The arguments of ``what(*names)`` by name: given by position (the first
+    ``positional`` names, all by default) or keyword, else their constant default."""
+    positional = len(names) if positional is None else positional
+    bound = dict(zip(names[:positional], args))
+    for name, value in kwargs.items():
+        if name not in names or name in bound:
+            raise Unsupported("higher_order_call", f"{what}() got argument {name!r}")
+        bound[name] = value
+    for name, default in defaults.items():
+        bound.setdefault(name, ConstantVariable(default))
+    if len(args) > positional or len(bound) != len(names):
+        raise Unsupported("higher_order_call", f"{what}() takes {', '.join(names)}")
+    return bound
+
+
 def tensor_items(tx: Tx, vt: VariableTracker, what: str) -> list[TensorVariable]:
     """The tensors of a tuple or list argument (``operands``, ``carried_inputs``)."""
     if isinstance(vt, BaseSequenceVariable) and not isinstance(vt, SizeVariable):

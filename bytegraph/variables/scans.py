@@ -49,6 +49,7 @@ from bytegraph.variables.containers import (
 )
 from bytegraph.variables.higher_order import (
     Body,
+    bind_with_defaults,
     call_op,
     input_example,
     install,
@@ -124,7 +125,7 @@ class AssociativeScanVariable(PythonValueVariable):
     """``associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise")``."""
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        bound = _bind(args, kwargs)
+        bound = bind_with_defaults(WHAT, _NAMES, _DEFAULTS, args, kwargs)
         combine_fn, xs = bound["combine_fn"], bound["xs"]
         dim, reverse, mode = (_constant(bound[n], n) for n in _NAMES[2:])
         if mode != "generic":
@@ -163,21 +164,6 @@ class AssociativeScanVariable(PythonValueVariable):
             (graph, len(leaves), dim, reverse, *(t.node for t in leaves), *free), {}, like,
         )
         return rebuild(outputs)
-
-
-def _bind(args: list, kwargs: dict) -> dict[str, VariableTracker]:
-    from bytegraph.variables.constant import ConstantVariable
-
-    bound = dict(zip(_NAMES, args))
-    for name, value in kwargs.items():
-        if name not in _NAMES or name in bound:
-            raise Unsupported("higher_order_call", f"{WHAT}() got argument {name!r}")
-        bound[name] = value
-    for name, default in _DEFAULTS.items():
-        bound.setdefault(name, ConstantVariable(default))
-    if len(args) > len(_NAMES) or len(bound) != len(_NAMES):
-        raise Unsupported("higher_order_call", f"{WHAT}() takes {', '.join(_NAMES)}")
-    return bound
 
 
 def _trace_combine(
