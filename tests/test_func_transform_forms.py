@@ -191,3 +191,35 @@ def test_vjp_has_aux(backend: str) -> None:
     (a break before, which sent the frame to Python)."""
     check(vjp_with_aux, (torch.randn(3, requires_grad=True), torch.randn(3)), backend,
           params=(W_AUX,))
+
+
+# -- a vmap body returning its input: eager hands back the input itself, or a view ----------
+def returns_its_input(x):
+    return vmap(lambda v: (v, v * 2), out_dims=(0, 1))(x)
+
+
+def returns_its_input_moved(x):
+    return vmap(lambda v: v, in_dims=1, out_dims=-1)(x)
+
+
+@pytest.mark.parametrize("fn", [returns_its_input, returns_its_input_moved])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_vmap_returning_its_input_is_the_input_or_a_view_of_it(fn, backend) -> None:
+    x = torch.randn(3, 4)
+    expected = fn(x)
+    got = bytegraph.compile(fn, backend=backend, fullgraph=True)(x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    for e, g in zip(expected, got, strict=True):
+        torch.testing.assert_close(g, e)
+        assert (g is x) == (e is x)
+        assert (g._base is x) == (e._base is x)
+
+
+def returns_an_unbatched_input(x, y):
+    return vmap(lambda v, w: (v * 2, w), in_dims=(0, None))(x, y)
+
+
+def test_vmap_returning_an_unbatched_input_is_left_to_python() -> None:
+    error = refused(returns_an_unbatched_input, torch.randn(3, 4), torch.randn(4))
+    assert "unbatched" in error.detail

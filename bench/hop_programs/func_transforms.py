@@ -142,7 +142,7 @@ def vmap_tuple_outputs(x):
     return torch.vmap(lambda v: (v.sum(0), v * 3))(x)
 
 
-@program(f"{HOP}::test_vmap_multiple_outputs_diff_dims", inputs(t(3, 4)), graphs=0)
+@program(f"{HOP}::test_vmap_multiple_outputs_diff_dims", inputs(t(3, 4)))
 def vmap_tuple_out_dims(x):
     return torch.vmap(lambda v: (v, v * 2), out_dims=(0, 1))(x)
 

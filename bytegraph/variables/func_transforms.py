@@ -36,7 +36,7 @@ from bytegraph.variables.higher_order import (
     refuse_aliasing,
     speculate,
 )
-from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.tensor import TensorVariable, tensor_op
 from bytegraph.variables.transform_arguments import (
     TransformCall,
     has_constants,
@@ -339,10 +339,24 @@ def _trace(tx: Tx, what: str, fn: VariableTracker, call: TransformCall) -> Body:
 
 
 def _trace_on(tx: Tx, what: str, fn: VariableTracker, call: TransformCall,
-              examples: list) -> Body:
-    body = speculate(tx, what, list(zip(call.leaves, examples)),
-                     lambda leaves: fn.call_function(tx, *call.variables_of(leaves)))
-    refuse_aliasing(body, what)
+              examples: list, returned_inputs: list[int | None] | None = None) -> Body:
+    """The body traced on ``examples``. With ``returned_inputs``, an output that is one of
+    the body's inputs itself is allowed, and the list gets, per output, that input's
+    leaf number (None for the others)."""
+    inputs: list[VariableTracker] = []
+
+    def traced(leaves: list[VariableTracker]) -> VariableTracker:
+        inputs.extend(leaves)
+        return fn.call_function(tx, *call.variables_of(leaves))
+
+    body = speculate(tx, what, list(zip(call.leaves, examples)), traced)
+    if returned_inputs is None:
+        refuse_aliasing(body, what)
+        return body
+    number = {id(v): i for i, v in enumerate(inputs)}
+    returned_inputs.extend(number.get(id(t)) for t in body.outputs)
+    refuse_aliasing(body, what, frozenset(k for k, i in enumerate(returned_inputs)
+                                          if i is not None))
     return body
 
 
@@ -365,10 +379,14 @@ def _vmap(tx: Tx, fn: VariableTracker, call: TransformCall, options: dict) -> Va
         input_example(tx.output, a.example if d is None else a.example.select(d, 0))
         for a, d in zip(call.leaves, dims)
     ]
-    body = _trace_on(tx, "torch.func.vmap", fn, call, examples)
+    returned: list[int | None] = []
+    body = _trace_on(tx, "torch.func.vmap", fn, call, examples, returned)
     outs = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(body.outputs)
     if len(outs) != len(body.outputs) or not all(isinstance(d, int) for d in outs):
         raise Unsupported("higher_order_call", f"vmap out_dims {out_dims!r}")
+    if any(i is not None and dims[i] is None for i in returned):
+        raise Unsupported("higher_order_call", "vmap of a function returning an unbatched "
+                          "input (eager expands it)")
     free = body.lifted()
     graph = install(tx, "vmap_body", body)
     full_dims = tuple(dims) + (None,) * len(free)
@@ -379,7 +397,21 @@ def _vmap(tx: Tx, fn: VariableTracker, call: TransformCall, options: dict) -> Va
         (graph, full_dims, outs, randomness, chunk_size, *(a.node for a in call.leaves), *free),
         {}, like,
     )
-    return body.rebuild(outputs)
+    results: list[VariableTracker] = list(outputs)
+    for k, i in enumerate(returned):
+        if i is not None:  # eager hands back the input itself, its batch dimension moved
+            results[k] = _moved(tx, call.leaves[i], dims[i], outs[k])
+    return body.rebuild(results)
+
+
+def _moved(tx: Tx, t: TensorVariable, source: int, destination: int) -> VariableTracker:
+    """``t`` with dimension ``source`` at ``destination``: ``t`` itself where that is
+    where it is (as vmap returns it), else ``torch.movedim``'s view."""
+    rank = t.example.dim()
+    if source % rank == destination % rank:
+        return t
+    return tensor_op(tx, "call_function", torch.movedim,
+                     [t, ConstantVariable(source), ConstantVariable(destination)], {})
 
 
 class _Batched:

@@ -165,11 +165,12 @@ def flatten_result(
     )
 
 
-def refuse_aliasing(body: Body, what: str) -> None:
+def refuse_aliasing(body: Body, what: str, allowed: frozenset[int] = frozenset()) -> None:
     """An op's outputs are new tensors: a body returning its input (or a view of a tensor
-    from outside) is left to Python, where the op decides what that means."""
-    for t in body.outputs:
-        if not body.tracer.owns(t.example):
+    from outside) is left to Python, where the op decides what that means. The outputs
+    numbered in ``allowed`` are the caller's to handle."""
+    for i, t in enumerate(body.outputs):
+        if i not in allowed and not body.tracer.owns(t.example):
             raise Unsupported(
                 "higher_order_call",
                 f"the body of {what} returns a tensor from outside the body (or a view of "
