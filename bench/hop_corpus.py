@@ -29,19 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.counting import CountingBackend  # noqa: E402
 from bench.hop_programs import HopProgram, load  # noqa: E402
-from bench.hop_programs.run import CountingBackend, Observed, compare, observe  # noqa: E402
-
-CALLS = ("call_function", "call_method", "call_module")
-
-
-def op_count(gm: torch.nn.Module, nested: bool) -> int:
-    """Call nodes of ``gm``; with ``nested``, also of every GraphModule installed in it."""
-    own = sum(1 for n in gm.graph.nodes if n.op in CALLS) if hasattr(gm, "graph") else 0
-    if not nested:
-        return own
-    return own + sum(op_count(child, True) for _, child in gm.named_children()
-                     if isinstance(child, torch.fx.GraphModule))
+from bench.hop_programs.run import Observed, compare, observe  # noqa: E402
 
 
 def outcome(actual: Observed, expected: Observed) -> tuple[str, str | None]:
@@ -91,8 +81,8 @@ def _row(actual: Observed, expected: Observed, backend: CountingBackend) -> dict
     kind, difference = outcome(actual, expected)
     row: dict[str, Any] = {
         "outcome": kind, "graphs": len(backend.graphs),
-        "ops": sum(op_count(g, False) for g in backend.graphs),
-        "ops_all": sum(op_count(g, True) for g in backend.graphs),
+        "ops": backend.ops,
+        "ops_all": backend.ops_all,
     }
     if difference is not None:
         row["difference"] = difference

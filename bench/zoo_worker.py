@@ -32,41 +32,12 @@ from typing import Any
 
 import torch
 
+from bench.counting import CountingBackend
 from bench.zoo_models import LEVELS, Architecture, candidate_inputs, tiny_config
 
 Report = Callable[[str, Any], None]
 MAX_PARAMETERS = 80_000_000
 SYSTEMS = ("bytegraph", "torch.compile")
-
-
-class CountingBackend:
-    """Keeps each GraphModule it receives and runs it as is."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def ops(self) -> int:
-        kinds = ("call_function", "call_method", "call_module")
-        return sum(1 for gm in self.graphs for node in gm.graph.nodes if node.op in kinds)
-
-    @property
-    def ops_all(self) -> int:
-        """``ops`` plus the call nodes of every subgraph installed in the graphs (the
-        bodies of cond, checkpoint, torch.func transforms, invoke_subgraph...), so a
-        system that keeps a body as a subgraph and one that inlines it count alike."""
-        return sum(nested_ops(gm) for gm in self.graphs)
-
-
-def nested_ops(gm: torch.nn.Module) -> int:
-    kinds = ("call_function", "call_method", "call_module")
-    own = sum(1 for n in gm.graph.nodes if n.op in kinds) if hasattr(gm, "graph") else 0
-    return own + sum(nested_ops(child) for child in gm.children()
-                     if isinstance(child, torch.fx.GraphModule))
 
 
 class NotBuilt(Exception):

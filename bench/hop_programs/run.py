@@ -30,17 +30,6 @@ class Observed:
     error: BaseException | None = None
 
 
-class CountingBackend:
-    """Keeps each GraphModule it receives and runs it as is."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
-
-
 def tensors(value: Any) -> list[torch.Tensor]:
     """The tensors of a value: tensors, tuples, lists, dicts, dataclass-like objects."""
     if isinstance(value, torch.Tensor):
