@@ -58,7 +58,8 @@ class CheckpointVariable(PythonValueVariable):
         fn, *fn_args = args
         options = {k: _constant(kwargs[k], k) for k in _OPTIONS if k in kwargs}
         reentrant = options.pop("use_reentrant", None) is not False
-        context_fn = _context_fn(kwargs["context_fn"]) if "context_fn" in kwargs else None
+        # A function read from the frame, or a partial of constants.
+        context_fn = kwargs["context_fn"].as_python_constant() if "context_fn" in kwargs else None
         fn_kwargs = {k: v for k, v in kwargs.items() if k not in (*_OPTIONS, "context_fn")}
         if reentrant and (fn_kwargs or context_fn is not None):
             raise Unsupported("higher_order_call", "checkpoint with use_reentrant=True and "
@@ -83,12 +84,6 @@ class CheckpointVariable(PythonValueVariable):
 def _constant(vt: VariableTracker, what: str) -> Any:
     if not vt.is_python_constant():
         raise Unsupported("higher_order_call", f"checkpoint's {what} is not a constant")
-    return vt.as_python_constant()
-
-
-def _context_fn(vt: VariableTracker) -> Any:
-    """The real callable of ``context_fn``: a function read from the frame, or a partial
-    of constants (``PartialVariable.as_python_constant``)."""
     return vt.as_python_constant()
 
 
