@@ -39,6 +39,7 @@ import torch
 
 from bytegraph import config, events, logs
 from bytegraph.compile_targets import compile_other, see_through
+from bytegraph.compiled_ddp import compile_ddp, is_ddp
 from bytegraph.compiled_module import CompiledModule
 from bytegraph.exc import InternalError, Unsupported
 from bytegraph.graph.backend_options import configure_backend
@@ -297,6 +298,11 @@ def _compile_python(
 ) -> Any:
     """A module, a function, or a method of a Python function, compiled; any other method
     (of a builtin) as it is."""
+    if is_ddp(model):
+        return compile_ddp(
+            model,
+            lambda fn: CompiledFunction(fn, backend, fullgraph).set_dynamic(dynamic),
+        )
     if isinstance(model, torch.nn.Module):
         # see_through: a class whose forward was compiled in place (compile(NetClass))
         forward = CompiledFunction(see_through(type(model).forward), backend, fullgraph)

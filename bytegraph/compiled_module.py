@@ -137,9 +137,14 @@ class CompiledModule(torch.nn.Module):
     def register_backward_hook(self, *args: Any, **kwargs: Any) -> Any:
         return self._with_hooks(torch.nn.Module.register_backward_hook, args, kwargs)
 
+    @classmethod
+    def hooked_class(cls) -> type:
+        """The class a wrapper of this class becomes when a hook is registered on it."""
+        return HookedCompiledModule
+
     def _with_hooks(self, register: Any, args: tuple, kwargs: dict) -> Any:
         handle = register(self, *args, **kwargs)
-        object.__setattr__(self, "__class__", HookedCompiledModule)
+        object.__setattr__(self, "__class__", type(self).hooked_class())
         return handle
 
     # --- copies -----------------------------------------------------------------------------
@@ -164,9 +169,6 @@ def _rebuild(
     module: torch.nn.Module, backend: Any, fullgraph: bool, dynamic: bool | None
 ) -> CompiledModule:
     """A CompiledModule of ``module`` with these settings (unpickling, deepcopy)."""
-    from bytegraph.api import CompiledFunction
-    from bytegraph.compile_targets import see_through
+    from bytegraph.api import _compile_python  # a DDP gets its own wrapper (compiled_ddp.py)
 
-    forward = CompiledFunction(see_through(type(module).forward), backend, fullgraph)
-    forward.set_dynamic(dynamic)
-    return CompiledModule(module, forward)
+    return _compile_python(module, backend, fullgraph, dynamic)

@@ -44,6 +44,12 @@ operators, ndarray arguments and results) into the graph as torch ops, through
 ``torch._numpy`` (``variables/numpy.py``), as torch.compile does. Off: every numpy
 call and ``Tensor.numpy()`` is a graph break."""
 
+optimize_ddp: bool = True
+"""A graph compiled while a DistributedDataParallel forward runs is cut at DDP's gradient
+bucket boundaries (``bucket_cap_mb``), one backend compile per piece, so each bucket's
+all-reduce starts while the rest of the backward runs, as torch.compile's DDP optimizer
+does (``graph/ddp.py``). Off: one graph, whose gradients all become ready at its end."""
+
 dump_dir: str | None = os.environ.get("BYTEGRAPH_DUMP") or None
 """A folder: every compiled frame and resume function is written there as one readable
 Python file (inspect/dump.py): its guards with the user's lines, FX graph, transformed code and

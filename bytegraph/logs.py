@@ -26,6 +26,7 @@ import os
 
 ARTIFACTS = (
     "bytecode", "graph_code", "guards", "graph_breaks", "recompiles", "output_code", "internal",
+    "ddp",
 )
 _ROOT = logging.getLogger("bytegraph")
 _handler: logging.Handler | None = None

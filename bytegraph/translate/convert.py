@@ -24,6 +24,7 @@ from bytegraph.codegen import PyCodegen, emit_return, transformed_code
 from bytegraph.escapes import emit_raise
 from bytegraph.exc import Unsupported
 from bytegraph.graph.backends import Backend, call_backend
+from bytegraph.graph.ddp import wrap_for_ddp
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.graph.rerun import OnGraphError
 from bytegraph.graph.shapes import DynamicSpec, ShapeSession
@@ -290,7 +291,9 @@ def _call_backend(
     backend: Backend, gm: Any, inputs: list[Any], shapes: ShapeSession | None
 ) -> Callable[..., Any]:
     """The backend on real example inputs; a dynamic graph gets the fake ones, whose
-    symbols make backends that trace again (AOTAutograd, Inductor) size-generic."""
+    symbols make backends that trace again (AOTAutograd, Inductor) size-generic.
+    Inside a DDP forward, the graph is cut at DDP's buckets (graph/ddp.py)."""
+    backend = wrap_for_ddp(backend)
     if shapes is None:
         return call_backend(backend, gm, [i.example for i in inputs])
     with shapes.backend_context():
