@@ -168,6 +168,13 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "checkpoint, combine_mode='generic' for associative_scan on CPU), or accept the "
        "break: the op then runs in Python"),
     # -- B2xx: values the data decides -------------------------------------------------
+    _E("B121", "collective_call", "unsupported_call",
+       "a call into torch.distributed (a collective such as all_reduce, all_gather_into_tensor "
+       "or broadcast, a functional collective, or a process-group query): it runs as Python "
+       "between two graphs, so every rank communicates exactly as in eager",
+       "the tensor work before and after the call is still compiled; to keep one graph, "
+       "move the collective out of the compiled function (DDP and FSDP run theirs in "
+       "their own hooks, outside the graph)"),
     _E("B201", "data_dependent_branch", "data_dependent",
        "Python control flow depends on a tensor's values (if t.any():, bool(t), "
        "comparing tensors by value)",

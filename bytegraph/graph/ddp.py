@@ -44,7 +44,6 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx.passes.split_module import split_module
 
 from bytegraph import config, logs
 from bytegraph.graph.backends import Backend, call_backend
@@ -185,6 +184,8 @@ def split_at(
     gm: torch.fx.GraphModule, buckets: list[Bucket], backend: Backend
 ) -> torch.fx.GraphModule:
     """``gm`` as one GraphModule calling a piece per bucket, each compiled on first call."""
+    from torch.fx.passes.split_module import split_module
+
     count = len(buckets)
     piece_of = {
         node: count - 1 - index for index, bucket in enumerate(buckets) for node in bucket.nodes

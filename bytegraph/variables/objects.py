@@ -145,6 +145,8 @@ def refuse_call(value: Any) -> Unsupported:
     if isinstance(value, _C_CALLABLES):
         return Unsupported("c_function_call", what)
     if isinstance(value, types.FunctionType):  # only torch's own functions get here
+        if (getattr(value, "__module__", None) or "").startswith("torch.distributed"):
+            return Unsupported("collective_call", what)
         return Unsupported("torch_internal_call", what)
     return Unsupported("opaque_object_call", what)
 

@@ -169,6 +169,10 @@ def collectives(rank: int) -> dict[str, Any]:
         assert torch.equal(torch.as_tensor(actual), torch.as_tensor(expected)), fn.__name__
         assert torch.equal(x_compiled, x_eager), f"{fn.__name__}: input after the call"
         counts[fn.__name__] = backend.calls
+        try:  # under fullgraph, the break raises at compile time, before any rank communicates
+            bytegraph.compile(fn, backend="eager", fullgraph=True)(x.clone(), *extra)
+        except bytegraph.Unsupported as error:
+            counts[f"{fn.__name__} fullgraph"] = error.entry.name
     return counts
 
 
