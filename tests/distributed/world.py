@@ -73,9 +73,19 @@ def _collect(ranks: list[Any], results: Any, world_size: int, end: float) -> lis
                 continue
         rank, ok, value = item
         if not ok:
-            raise WorldFailed(f"rank {rank} raised:\n{value}")
+            raise WorldFailed(_failures(rank, value, results))
         by_rank[rank] = value
     return [by_rank[rank] for rank in range(world_size)]
+
+
+def _failures(rank: int, error: str, results: Any) -> str:
+    """Every rank's failure within a short grace: the rank that raised first may be a peer
+    whose collective failed because the rank at fault left the process group."""
+    failures = {rank: error}
+    while (item := _receive(results, 2.0)) is not None:
+        if not item[1]:
+            failures[item[0]] = item[2]
+    return "\n".join(f"rank {r} raised:\n{text}" for r, text in sorted(failures.items()))
 
 
 def _receive(results: Any, timeout: float) -> Any:
