@@ -210,9 +210,11 @@ def keep_leaf_flags(compiled: Any, outputs: list[TensorVariable]) -> Any:
     with ``requires_grad=True`` under no_grad): AOTAutograd returns them without the flag.
     The graph itself needs none of it, since no op under no_grad records history."""
     examples = [getattr(t, "example", None) for t in outputs]
+    # A view is never such a leaf, and its flags are not read: for a view of one of
+    # several outputs (unbind) whose base was then written in place, reading them raises.
     flagged = [
         i for i, e in enumerate(examples)
-        if isinstance(e, torch.Tensor) and e.requires_grad and e.is_leaf
+        if isinstance(e, torch.Tensor) and e._base is None and e.requires_grad and e.is_leaf
     ]
     if not flagged:
         return compiled
