@@ -110,6 +110,20 @@ PROTOCOL_INT: list[Production] = [
     (1, "len(str(outcome(list, OddIter([{0}]))))", "I"),
     (1, "len(str(outcome(list, OddIter(iter([{0}, 1])))))", "I"),
     (1, "int(({0} in OddIn({1} % 2)) + 2 * (0 in OddIn([{0}])))", "II"),
+    # __index__ must return an int (a bool is deprecated: a DeprecationWarning, compared)
+    (1, "len(str(outcome(lambda: [1, 2, 3][OddIndex({0} - 2)])))", "I"),
+    (1, "len(str(outcome(lambda: [1, 2, 3][OddIndex({0} / 2)])))", "I"),
+    (1, "len(str(outcome(lambda: len(range(OddIndex({0} % 4 > 1))))))", "I"),
+    (1, "len(str(outcome(lambda: 'ab' * OddIndex(None if {0} % 2 else {0} % 3))))", "I"),
+    (1, "len(str(outcome(lambda: [5, 6][OddIndex({0} * 2 ** 64)])))", "I"),
+    (1, "len(str(outcome(lambda: list(range(5))[OddIndex({0} % 3):OddIndex({1} % 5)])))", "II"),
+    # __hash__ must return an int; -1 becomes -2, a huge int is reduced
+    (1, "len(str(outcome(hash, OddHash({0} - 2))))", "I"),
+    (1, "len(str(outcome(hash, OddHash({0} / 2))))", "I"),
+    (1, "len(str(outcome(hash, OddHash({0} * 2 ** 64 - 1))))", "I"),
+    (1, "len(outcome(lambda: {{OddHash({0} % 3 - 1): 1}}))", "I"),
+    (1, "len(str(outcome(lambda: OddHash(None if {0} % 2 else 1) in {{1, 2}})))", "I"),
+    (1, "len(str(outcome(lambda: len({{OddHash({0} % 2 == 0), 1}}))))", "I"),
 ]
 # Hashing side effects: ``Hashed.__hash__`` logs each call to GL, which is compared.
 HASHING_INT: list[Production] = [

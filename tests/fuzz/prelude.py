@@ -373,11 +373,32 @@ class OddIn:
         return self.r
 
 
+class OddIndex:
+    def __init__(self, r):
+        self.r = r
+
+    def __index__(self):
+        return self.r
+
+
+class OddHash:
+    def __init__(self, r):
+        self.r = r
+
+    def __hash__(self):
+        return self.r
+
+
 def outcome(fn, *args):
     try:
         return fn(*args)
-    except (TypeError, ValueError, OverflowError) as e:
+    except (TypeError, ValueError, OverflowError, IndexError) as e:
         return type(e).__name__ + ': ' + str(e)
+'''
+
+ITERATORS = '''
+TICKS = itertools.count(0, 3)
+LETTERS = itertools.cycle('abc')
 '''
 
 HASHED = '''
@@ -408,7 +429,8 @@ SNIPPETS: dict[str, str] = {
     "logged": MANAGERS, "converted": MANAGERS, "swallowing": MANAGERS, "Guard": MANAGERS,
     "Scaler": SCALER,
     "OddBool": PROTOCOLS, "OddLen": PROTOCOLS, "OddIter": PROTOCOLS, "OddIn": PROTOCOLS,
-    "outcome": PROTOCOLS, "Hashed": HASHED,
+    "outcome": PROTOCOLS, "OddIndex": PROTOCOLS, "OddHash": PROTOCOLS, "Hashed": HASHED,
+    "TICKS": ITERATORS, "LETTERS": ITERATORS,
 }
 """Name a program may use -> the snippet that defines it."""
 

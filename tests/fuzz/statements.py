@@ -131,6 +131,45 @@ CELLS: list[Template] = [
 """Templates that give ``f`` closure cells, which keep bytegraph from breaking the graph
 anywhere in ``f`` (the whole frame then runs as Python): rare, so most programs still trace."""
 
+# Infinite iterators consumed in part, their state read again after a graph break or
+# in the next call (TICKS and LETTERS are module globals that persist across calls).
+ITERATORS: list[Template] = [
+    ("it$ = itertools.count({0})\nk += next(it$) + next(it$)\nbytegraph.graph_break()\n"
+     "k += next(it$)", "I"),
+    ("it$ = itertools.cycle([{0}, out])\nout = out + next(it$)\nprint('cycle')\n"
+     "out = out * next(it$) + next(it$)", "T"),
+    ("it$ = itertools.repeat({0}, 3)\nout = out + next(it$)\nacc.append(len(list(it$)))", "T"),
+    ("it$ = itertools.islice(itertools.count(1, 2), {0} % 3, None)\nk += next(it$)\n"
+     "acc.append(next(it$))", "I"),
+    ("k += next(TICKS)\nacc.append(next(LETTERS))", ""),
+    ("for i$, ch$ in zip(range({0} % 3), LETTERS):\n    acc.append(ch$)\nk += next(TICKS)", "I"),
+    ("it$ = iter(lst)\nacc.append(next(it$, -1))\nacc.append(list(it$))", ""),
+    ("it$ = gen_log({0}, 9)\nout = out + next(it$)\nbytegraph.graph_break()\n"
+     "out = out + next(it$)", "T"),
+    ("it$ = itertools.accumulate(itertools.count({0}))\nk += next(it$) + next(it$)\n"
+     "acc.append(next(it$))", "I"),
+    ("it$ = itertools.takewhile(lambda v: v < 5, itertools.count({0} % 4))\n"
+     "acc.append(list(it$))", "I"),
+]
+COLLECTIONS: list[Template] = [
+    ("dd$ = collections.defaultdict(int)\nfor v$ in lst:\n    dd$[v$ % 3] += 1\n"
+     "acc.append(dict(dd$))\nk += dd$[{0}]", "I"),
+    ("dd$ = collections.defaultdict(list)\ndd$[{0}].append(out)\ndd$['z'].append(1)\n"
+     "acc.append(sorted(dd$, key=str))\nout = dd$[{0}][0]", "I"),
+    ("dd$ = collections.defaultdict(functools.partial(torch.zeros_like, {0}))\n"
+     "out = out + dd$['q']\nacc.append(len(dd$))", "T"),
+    ("od$ = collections.OrderedDict(a={0}, b=1, c=2)\nod$.move_to_end('a')\n"
+     "od$.move_to_end('c', last=False)\nacc.append(list(od$.items()))\n"
+     "acc.append(od$.popitem())", "I"),
+    ("od$ = collections.OrderedDict()\nod$['t'] = out\nod$['u'] = {0}\n"
+     "out = sum(od$.values())\nacc.append(list(reversed(od$)))", "T"),
+    ("ct$ = collections.Counter(lst)\nct$.update([{0}, {0}])\nct$.subtract({{1: 2}})\n"
+     "acc.append(sorted(ct$.items()))\nk += ct$.total()", "I"),
+    ("ct$ = collections.Counter(a={0}, b=2)\nct$['a'] += 1\nacc.append(ct$.most_common(1))\n"
+     "acc.append(+ct$)", "I"),
+    ("GD.setdefault('dd', collections.defaultdict(int))['n'] += {0}", "I"),
+    ("dct.setdefault('ctr', collections.Counter())['x'] += {0}", "I"),
+]
 RAISES: list[Template] = [
     ("raise FuzzError({0})", "I"), ("raise SubError('bad') from None", ""),
     ("raise ValueError({0}) from KeyError('k')", "I"), ("raise IndexError({0})", "I"),
@@ -157,6 +196,7 @@ class FamilyStatements:
         if scope.in_try or not scope.main:
             makers.append((1, self.cond_raise))
         if scope.main:
+            makers += [(2, self.iterators_op), (2, self.collections_op)]
             makers += [(4, self.builtins_op), (3, self.objects_op), (2, self.modules_op),
                        (2, self.grads_op), (2, self.functions_op), (1, self.del_stmt)]
             if not scope.closure and scope.depth == 0:
@@ -190,6 +230,12 @@ class FamilyStatements:
 
     def modules_op(self, scope: Scope) -> Stmt:
         return self.template(scope, MODULES)
+
+    def iterators_op(self, scope: Scope) -> Stmt:
+        return self.template(scope, ITERATORS)
+
+    def collections_op(self, scope: Scope) -> Stmt:
+        return self.template(scope, COLLECTIONS)
 
     def grads_op(self, scope: Scope) -> Stmt:
         return self.template(scope, GRADS)

@@ -77,6 +77,11 @@ FAMILIES = [
     ".throw(", ".close()", "next(g", "contextlib.suppress(", "contextlib.nullcontext(",
     "logged(", "converted()", "swallowing(", "Guard(", "bytegraph.graph_break()", ".shape ==",
     "lst.index(", "obj.missing", "int(['3', 'x'",
+    # issue 20's families: protocol return types, hashing, infinite iterators left
+    # part-consumed, collections, numpy, objects made in the trace
+    "OddBool(", "OddLen(", "OddIndex(", "OddHash(", "Hashed(", "next(TICKS)", "LETTERS",
+    "itertools.cycle(", "collections.defaultdict(", "collections.OrderedDict(",
+    "collections.Counter(", "np.", "torch.nn.ReLU()", "class Made",
 ]
 
 
