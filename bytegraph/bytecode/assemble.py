@@ -46,11 +46,14 @@ def assemble(
     return code.to_code()
 
 
-def prologue(template: types.CodeType) -> list[bc.Instr]:
-    """The instructions every 3.11+ function starts with."""
+def prologue(template: types.CodeType, generator: bool = False) -> list[bc.Instr]:
+    """The instructions every 3.11+ function starts with (a generator function's make
+    the generator object first, and return it to the caller)."""
     instrs = []
     if template.co_freevars:
         instrs.append(bc.Instr("COPY_FREE_VARS", len(template.co_freevars)))
+    if generator:
+        instrs += [bc.Instr("RETURN_GENERATOR"), bc.Instr("POP_TOP")]
     instrs.append(bc.Instr("RESUME", 0))
     return instrs
 

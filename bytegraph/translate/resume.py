@@ -159,6 +159,18 @@ def build_resume_code(spec: ResumeSpec) -> types.CodeType:
     return concrete
 
 
+def build_generator_code(spec: ResumeSpec) -> types.CodeType:
+    """A generator function's code entered after one of its yields (``spec.target``):
+    calling it makes a generator that, once started, runs the rest of the original
+    body from there (``variables/paused_generators.py``)."""
+    concrete, positions = _entered_code(
+        spec.base_code, spec.target, spec.stack_nulls, spec.stack_methods, spec.local_names,
+        {}, f"{spec.base_code.co_qualname}.<paused at {spec.target}>", generator=True,
+    )
+    _origins[concrete] = (spec.base_code, positions)
+    return concrete
+
+
 def _entered_code(
     base: types.CodeType,
     target: int,
@@ -168,6 +180,7 @@ def _entered_code(
     stubs: dict[int, list[Any]],
     qualname: str,
     route: Callable[[Any], Any] | None = None,
+    generator: bool = False,
 ) -> tuple[types.CodeType, tuple[int, ...]]:
     """``base`` entered at instruction ``target`` with the stack rebuilt from arguments,
     and per instruction of it the base instruction it is (-1: the prologue's or a stub's).
@@ -196,7 +209,7 @@ def _entered_code(
             position, items = _split_try(body, position, opened, items)
         body[position:position] = items
     rewrite_sites(body, routed, route)
-    prologue: list[Any] = assemble.prologue(base)
+    prologue: list[Any] = assemble.prologue(base, generator)
     methods = stack_methods or (None,) * len(stack_nulls)
     for i, (is_null, method) in enumerate(zip(stack_nulls, methods)):
         load = bc.Instr("PUSH_NULL") if is_null else bc.Instr("LOAD_FAST", f"___stack{i}")
@@ -222,7 +235,8 @@ def _entered_code(
         raise InternalError(f"cells {sorted(missing)} of {base.co_qualname} not passed on")
     code.cellvars = list(base.co_cellvars)
     code.freevars = list(base.co_freevars)
-    code.flags = bc.CompilerFlags(base.co_flags) & ~_FLAGS_DROPPED
+    dropped = _FLAGS_DROPPED & ~bc.CompilerFlags.GENERATOR if generator else _FLAGS_DROPPED
+    code.flags = bc.CompilerFlags(base.co_flags) & ~dropped
     # The frame's stack size is given, not computed: ``bytecode`` follows the flow
     # from the prologue, which enters try ranges in the middle; it underestimated
     # (a frame too small for a handler's stack corrupts memory) or failed outright

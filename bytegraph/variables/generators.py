@@ -37,7 +37,9 @@ away too. A generator that leaves the trace (returned, stored, or live
 across a graph break, which also covers a break inside its own body) is
 made again by the same call if it has not started: it has run nothing, so
 a new generator over the same argument objects is the same. A started one
-cannot be rebuilt, and neither can one left paused inside a with/try block
+paused at a plain yield is rebuilt paused there (``paused_generators.py``).
+Other started ones cannot be rebuilt (paused in ``yield from``, or a frame
+with cells), and neither can one left paused inside a with/try block
 (``refuse_abandoned_generators``): CPython closes it when it is collected.
 Either breaks the frame where its root first resumed the generator, so it is
 made there, not started, and runs in Python from that point.
@@ -56,6 +58,7 @@ from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRaise
 from bytegraph.variables.iterators import IteratorVariable
+from bytegraph.variables.paused_generators import children, paused_at, reconstruct_paused
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -203,6 +206,9 @@ class GeneratorVariable(IteratorVariable):
     def reconstruct(self, codegen: PyCodegen) -> None:
         """The same call again, if the frame has not started: it has run nothing yet, so
         a new generator over the same argument objects is the same generator."""
+        if self.frame.started and self.call is not None and paused_at(self.frame) is None:
+            reconstruct_paused(codegen, self.frame, self.call[0])
+            return
         if self.frame.started or self.call is None:
             refused = Unsupported(
                 "unrebuildable_value",
@@ -219,6 +225,10 @@ class GeneratorVariable(IteratorVariable):
         function, args, keywords = self.call
         parts = [function, TupleVariable(args), DictVariable(dict(keywords))]
         codegen.call_const(_call, parts)
+
+    def children(self) -> list[VariableTracker]:
+        """A started generator's paused frame values: it is rebuilt from them."""
+        return children(self.frame) if self.frame.started and self.call is not None else []
 
     def next_item(self, tx: Tx) -> VariableTracker | None:
         result = self.resume(tx)

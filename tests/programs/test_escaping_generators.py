@@ -1,7 +1,9 @@
 """A generator started in the trace that lives on after it: the tensor work is captured.
 
-A started generator's paused frame cannot be rebuilt by generated code. The
-frame breaks where it first resumed the generator instead: made there and not
+A started generator paused at a plain yield is rebuilt paused there
+(``variables/paused_generators.py``, tested in test_rebuilt_generators.py): one
+graph. One whose frame cannot be rebuilt (a closure's cells) makes the frame
+break where it first resumed the generator instead: made there and not
 started, the generator is made again in Python and runs there, while the
 tensor work before it is one graph (before, the whole frame ran as Python:
 Dynamo's test_generator ``test_return_advanced_generator`` and the
@@ -57,8 +59,9 @@ def stored_on_input(x, state):
     return y - 1
 
 
-# Graphs: the work before the generator's first resume, and the resume function's after it.
-PROGRAMS = [(returned_after_one_item, 2), (closure_mutated_by_generator, 1), (stored_on_input, 2)]
+# Graphs: one where the generator is rebuilt paused; where it is not (a closure), the work
+# before its first resume (and the resume function's after it, where there is some).
+PROGRAMS = [(returned_after_one_item, 1), (closure_mutated_by_generator, 1), (stored_on_input, 1)]
 
 
 def _drained(value: Any) -> Any:
