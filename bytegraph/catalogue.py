@@ -167,7 +167,6 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "call the op as its documentation shows (tensor operands, use_reentrant=False for "
        "checkpoint, combine_mode='generic' for associative_scan on CPU), or accept the "
        "break: the op then runs in Python"),
-    # -- B2xx: values the data decides -------------------------------------------------
     _E("B121", "collective_call", "unsupported_call",
        "a call into torch.distributed (a collective such as all_reduce, all_gather_into_tensor "
        "or broadcast, a functional collective, or a process-group query): it runs as Python "
@@ -175,6 +174,15 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "the tensor work before and after the call is still compiled; to keep one graph, "
        "move the collective out of the compiled function (DDP and FSDP run theirs in "
        "their own hooks, outside the graph)"),
+    _E("B122", "torch_function_mode", "unsupported_call",
+       "a TorchFunctionMode (torch.overrides) is active where the trace cannot follow its "
+       "dispatch: the frame was entered under one, a break or return falls inside one "
+       "entered in the trace, or an op reaches the mode by a path the trace does not "
+       "dispatch (iterating a tensor, a higher-order op whose mode changes or records "
+       "its inputs' dim/size)",
+       "enter the mode inside the compiled function and keep what breaks out of its with "
+       "block; the with block otherwise runs as Python"),
+    # -- B2xx: values the data decides -------------------------------------------------
     _E("B201", "data_dependent_branch", "data_dependent",
        "Python control flow depends on a tensor's values (if t.any():, bool(t), "
        "comparing tensors by value)",

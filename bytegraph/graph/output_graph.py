@@ -63,6 +63,8 @@ class OutputGraph:
         # not in a table keyed by this object: they lead back to it, and would keep the
         # trace (and through its frame values the caller's objects) alive for good.
         self.generator_frames: list[Any] = []
+        # The TorchFunctionModes entered in the trace, innermost last (function_modes.py).
+        self.function_modes: tuple[Any, ...] = ()
 
     def release(self) -> None:
         """The trace is over (its graphs compiled, its guards built): drop what it read

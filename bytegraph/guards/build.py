@@ -182,6 +182,26 @@ class GuardFunctionBuilder:
         if default_device:
             device = torch.get_default_device()
             self.parts.append(f"{self.const(torch.get_default_device)}() == {self.const(device)}")
+        # A graph traced without a TorchFunctionMode never runs under one (it would see
+        # the ops twice, or under Inductor not at all); a frame entered under one runs as
+        # Python (variables/function_modes.py).
+        modes = self.const(user_modes_on_stack)
+        if user_modes_on_stack():
+            self.parts.append(f"{modes}()")
+        else:
+            length = self.const(torch._C._len_torch_function_stack)
+            self.parts.append(f"({length}() == 0 or not {modes}())")
+
+
+def user_modes_on_stack() -> bool:
+    """Whether torch's mode stack holds a TorchFunctionMode other than a DeviceContext
+    (``torch.set_default_device``, whose device has a guard of its own)."""
+    if torch._C._len_torch_function_stack() == 0:
+        return False
+    from torch.utils._device import DeviceContext
+
+    stack = torch.overrides._get_current_function_mode_stack()
+    return any(not isinstance(mode, DeviceContext) for mode in stack)
 
 
 class GuardFunction:

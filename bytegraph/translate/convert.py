@@ -45,6 +45,7 @@ from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
 from bytegraph.variables.exceptions import ExceptionInstanceVariable, raised_in_trace
+from bytegraph.variables.function_modes import refuse_entry_under_modes, refuse_open_modes
 from bytegraph.variables.generators import (
     refuse_abandoned_generators,
     release_generator_frames,
@@ -198,9 +199,11 @@ def _log_break(fn: types.FunctionType, reason: Unsupported, refused: Unsupported
 
 def _run(tx: InstructionTranslator) -> None:
     """Run the trace; the real grad mode it switched is put back however it ends."""
+    refuse_entry_under_modes()
     with preserve_global_state():
         tx.run()
         refuse_abandoned_generators(tx.output)
+    refuse_open_modes(tx, "a break" if tx.break_plan is not None else "a return")
 
 
 def _translator(

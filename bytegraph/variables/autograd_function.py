@@ -112,7 +112,15 @@ def _method(tx: Tx, cls: type, name: str, cls_source: Any) -> VariableTracker:
         source = AttrSource(AttrSource(cls_source, name), "__func__")
         function = wrap(tx, getattr(cls, name).__func__, source)
         return PartialVariable(function, (wrap(tx, cls, cls_source),), {})
-    return wrap(tx, getattr(cls, name), AttrSource(cls_source, name))
+    return _static_method(tx, getattr(cls, name), AttrSource(cls_source, name))
+
+
+def _static_method(tx: Tx, fn: Any, source: Any) -> VariableTracker:
+    """A staticmethod, traced even where the class is torch's own (ModIndex, which
+    transformers' vmap masks call through TransformGetItemToIndex)."""
+    from bytegraph.variables.user_defined import function_vt
+
+    return function_vt(tx, fn, source)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -125,7 +133,6 @@ class AutogradFunctionApplyVariable(VariableTracker):
         return type(self.cls.apply)
 
     def call_function(self, tx: Tx, args: list, kwargs: dict) -> VariableTracker:
-        from bytegraph.variables.builder import wrap
 
         name = self.cls.__qualname__
         if kwargs:
@@ -134,7 +141,9 @@ class AutogradFunctionApplyVariable(VariableTracker):
         methods = {m: _method(tx, self.cls, m, cls_source) for m in ("forward", "backward")}
         setup = None
         if _has_setup_context(self.cls):
-            setup = wrap(tx, self.cls.setup_context, AttrSource(cls_source, "setup_context"))
+            setup = _static_method(
+                tx, self.cls.setup_context, AttrSource(cls_source, "setup_context")
+            )
         return _apply(tx, self.cls, methods["forward"], setup, methods["backward"], args)
 
     def __repr__(self) -> str:

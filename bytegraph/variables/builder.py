@@ -59,6 +59,7 @@ from bytegraph.variables.deques import DequeClassVariable, wrap_frame_deque
 from bytegraph.variables.enums import EnumClassVariable, EnumMemberVariable, is_enum_class
 from bytegraph.variables.environ import EnvironVariable, is_environ
 from bytegraph.variables.exceptions import ExcInfoFunctionVariable
+from bytegraph.variables.function_modes import wrap_mode_switch
 from bytegraph.variables.functions import (
     MarkedFunctionVariable,
     PartialVariable,
@@ -292,6 +293,11 @@ def _wrap_user_object(
         if isinstance(value, logging.Logger):  # its log methods may be deferred
             return LoggerVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
         return UserDefinedObjectVariable(value, cls, source=source, mutation_type=EXISTING_OBJECT)
+    if cls is types.MethodType and _is_function_apply(value):
+        # ``mod_index = ModIndex.apply`` held as a value: the class's apply, traced
+        tx.output.add_guard(GuardKind.TYPE_MATCH, source, cls)
+        tx.output.add_guard(GuardKind.ID_MATCH, AttrSource(source, "__func__"), value.__func__)
+        return wrap(tx, value.__self__, AttrSource(source, "__self__")).var_getattr(tx, "apply")
     if cls is types.MethodType and _is_user_method(value):
         # A bound method from the frame (``obj.__exit__`` on a resumed stack): its
         # function and its receiver, each guarded; not the fresh method object's id.
@@ -300,6 +306,15 @@ def _wrap_user_object(
         fn = function_vt(tx, value.__func__, AttrSource(source, "__func__"))
         return UserMethodVariable(fn, receiver, source=source)
     return None
+
+
+def _is_function_apply(method: types.MethodType) -> bool:
+    from bytegraph.variables.autograd_function import is_autograd_function_class
+
+    owner = method.__self__
+    return is_autograd_function_class(owner) and method.__func__ is getattr(
+        owner.apply, "__func__", None
+    )
 
 
 def _is_user_method(method: types.MethodType) -> bool:
@@ -359,6 +374,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     context = wrap_context_manager(tx, value, source)  # grad-mode classes, instances, methods
     if context is not None:
         return context
+    switch = wrap_mode_switch(value, source)  # TorchFunctionMode.__enter__/__exit__
+    if switch is not None:
+        return switch
     numpy_object = wrap_numpy_object(value, source)  # np.sin, np.sum, np.float32...
     if numpy_object is not None:
         return numpy_object

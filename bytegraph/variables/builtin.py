@@ -163,6 +163,12 @@ class BuiltinVariable(VariableTracker):
         from bytegraph.variables.symbolic import operation as sym_int_operation
         from bytegraph.variables.tensor import TensorVariable, tensor_op
 
+        if tx.output.function_modes and any(isinstance(a, TensorVariable) for a in args):
+            from bytegraph.variables.function_modes import through_modes_builtin
+
+            dispatched = through_modes_builtin(tx, self.fn, args)
+            if dispatched is not None:
+                return dispatched
         symbolic = (
             symbolic_arithmetic(self.fn, args, kwargs)
             or sym_int_operation(tx, self.fn, args, kwargs)

@@ -93,8 +93,10 @@ def speculate(
     """Trace ``call(body_inputs)`` as a body: ``inputs`` pairs each explicit input
     (a tensor or symbolic size) with the example the body sees for it."""
     from bytegraph.variables.exceptions import ObservedRaise
+    from bytegraph.variables.function_modes import require_transparent_modes
 
     output = tx.output
+    require_transparent_modes(tx, [vt for vt, _ in inputs], what)
     with output.subtracer() as tracer:
         try:
             with output.side_effects.enter_scope():

@@ -94,6 +94,11 @@ class ClassVariable(PythonValueVariable):
         method = tensor_method(cls, name)
         if method is not None:  # torch.Tensor.sum: called with the tensor first
             return method
+        from bytegraph.variables.function_modes import tensor_dunder
+
+        dunder = tensor_dunder(cls, name)  # torch.Tensor.__getitem__, which modes compare
+        if dunder is not None:
+            return dunder
         return super().var_getattr(tx, name)
 
     def __repr__(self) -> str:

@@ -65,6 +65,12 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         from bytegraph.variables.base import BoundMethodVariable
 
+        if tx.output.function_modes and not callable(getattr(torch.Tensor, name, None)):
+            from bytegraph.variables.function_modes import through_modes
+
+            dispatched = through_modes(tx, lambda t: getattr(t, name), [self], {})
+            if dispatched is not None:
+                return dispatched
         if name == "shape":
             return _size_of(tx, self)
         folded = _fold_attribute(self, name)
@@ -95,6 +101,16 @@ class TensorVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
+        if tx.output.function_modes:
+            from bytegraph.variables.function_modes import through_modes
+
+            if name in _UNSUPPORTED_METHODS and name not in ("requires_grad_", "numpy"):
+                raise refuse_method(name)
+            dispatched = through_modes(
+                tx, lambda t, *a, **k: getattr(t, name)(*a, **k), [self, *args], kwargs
+            )
+            if dispatched is not None:
+                return dispatched
         if name == "item" and not args and not kwargs:
             return _item(tx, self)
         if name == "requires_grad_" and len(args) + len(kwargs) <= 1 and kwargs.keys() <= {
@@ -283,6 +299,10 @@ def tensor_op(
     kwargs: dict[str, VariableTracker],
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
+    if tx.output.function_modes:
+        from bytegraph.variables.function_modes import refuse_undispatched_op
+
+        refuse_undispatched_op(tx, target)
     refuse_made_leaf(args, kwargs)
     if target is operator.getitem and getitem_as_index.get():
         kind, target, args = _as_index(kind, target, args)
@@ -373,6 +393,11 @@ def _copy_if_moved(example: Any, args: list[VariableTracker], device: torch.devi
         if isinstance(arg, TensorVariable) and arg.example is example and arg.device != device:
             return example.clone()
     return example
+
+
+def lower_to_meta(tx: InstructionTranslatorBase, value: Any) -> Any:
+    """``value`` (VTs in tuples and dicts) as the metadata values an op would run on."""
+    return _lower(tx, value, [])[1]
 
 
 def _lower(

@@ -211,6 +211,12 @@ class TorchFunctionVariable(PythonValueVariable):
     ) -> VariableTracker:
         from bytegraph.variables.builder import wrap_constant_result
 
+        if tx.output.function_modes:
+            from bytegraph.variables.function_modes import mode_query, through_modes
+
+            dispatched = mode_query(self.value) or through_modes(tx, self.value, args, kwargs)
+            if dispatched is not None:
+                return dispatched
         if is_torch_check(self.value):
             return call_torch_check(tx, self.value, args, kwargs)
         fold = _TRACE_TIME.get(self.value)

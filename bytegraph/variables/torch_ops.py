@@ -84,6 +84,12 @@ class TorchOperatorVariable(TorchFunctionVariable):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         op = self.value._opoverload if isinstance(self.value, CustomOpDef) else self.value
+        if tx.output.function_modes:
+            from bytegraph.variables.function_modes import through_modes
+
+            dispatched = through_modes(tx, self.value, args, kwargs)
+            if dispatched is not None:
+                return dispatched
         for schema in _schemas(op):
             others = _written_positions(schema)
             if others:

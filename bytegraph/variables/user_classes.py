@@ -98,7 +98,12 @@ def is_user_class(cls: Any) -> bool:
         getattribute = cls.__getattribute__
         if has_custom_getattribute(cls) and not isinstance(getattribute, types.FunctionType):
             return False
-    return not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
+    from bytegraph.variables.function_modes import is_traced_mode_class
+
+    return (
+        not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
+        or is_traced_mode_class(cls)  # torch's own modes: transformers enters one
+    )
 
 
 def is_data_descriptor(raw: Any) -> bool:

@@ -164,8 +164,11 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
         raise Unsupported(
             "class_without_source", f"method {fn.__qualname__} of a class with no source"
         )
+    from bytegraph.variables.function_modes import FunctionModeSwitchVariable
+
     vt = wrap(tx, fn, source)
-    if isinstance(vt, (UserFunctionVariable, MarkedFunctionVariable)) or (
+    if isinstance(vt, (UserFunctionVariable, MarkedFunctionVariable,
+                       FunctionModeSwitchVariable)) or (
         not fn.__module__.startswith("torch")
     ):  # a marked one stays marked, torch's too (a class torch.compiler.disable wrapped)
         return vt

@@ -20,6 +20,7 @@ from bytegraph.translate.ops.build import build_slice
 from bytegraph.translate.ops.exceptions import vet_item_method
 from bytegraph.translate.ops.names import global_source
 from bytegraph.translate.registry import handler
+from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 
@@ -91,6 +92,9 @@ def _store_subscript(
     tx: Tx, container: VariableTracker, index: VariableTracker, value: VariableTracker
 ) -> None:
     if isinstance(container, TensorVariable):
+        if tx.output.function_modes:  # Tensor.__setitem__ through the mode
+            BuiltinVariable(operator.setitem).call_function(tx, [container, index, value], {})
+            return
         tensor_op(tx, "call_function", operator.setitem, [container, index, value], {})
         return
     container.call_method(tx, "__setitem__", [index, value], {})
