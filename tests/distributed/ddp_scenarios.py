@@ -84,12 +84,17 @@ def assert_same(actual: Any, expected: Any, exact: bool, what: str) -> None:
 
 def train(
     rank: int, kind: str, backend_name: str, make_model: Callable[[], torch.nn.Module],
-    steps: int = 3, in_features: int = 32, extra_for_step: Any = None, **ddp_kwargs: Any,
+    steps: int = 3, in_features: int = 32, extra_for_step: Any = None, hooked: bool = False,
+    **ddp_kwargs: Any,
 ) -> dict[str, Any]:
-    """``steps`` SGD steps of the compiled and the uncompiled DDP model, compared each step."""
+    """``steps`` SGD steps of the compiled and the uncompiled DDP model, compared each step.
+    ``hooked``: both outermost modules get a forward hook that doubles the output."""
     backend = Counting(backend_name)
     expected_model = DistributedDataParallel(make_model(), **ddp_kwargs)
     compiled_model = wrap(kind, make_model(), backend, **ddp_kwargs)
+    if hooked:
+        for model in (expected_model, compiled_model):
+            model.register_forward_hook(lambda module, args, output: output * 2)
     # Two ranks' sums are a + b in any order; with more ranks, gloo's ring sums each slice
     # of a bucket in an order that depends on where it lies in the bucket, and DDP lays its
     # buckets out again after the first step by the order gradients arrived in.
@@ -203,6 +208,7 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "inner_aot_eager": lambda rank: train(rank, "inner", "aot_eager", **SMALL),
     "outer_eager": lambda rank: train(rank, "outer", "eager", **SMALL),
     "outer_aot_eager": lambda rank: train(rank, "outer", "aot_eager", **SMALL),
+    "outer_hooked": lambda rank: train(rank, "outer", "aot_eager", **SMALL, hooked=True),
     "several_buckets": lambda rank: train(rank, "outer", "aot_eager", **SEVERAL),
     "one_big_bucket": lambda rank: train(
         rank, "outer", "aot_eager", **{**SEVERAL, "bucket_cap_mb": 25}

@@ -45,7 +45,7 @@ def result(world: dict[str, list[dict]], name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", ["inner_eager", "inner_aot_eager", "outer_eager",
-                                  "outer_aot_eager", "inductor"])
+                                  "outer_aot_eager", "outer_hooked", "inductor"])
 def test_compiled_ddp_trains_as_ddp_one_graph_per_bucket(world_of_two, name):
     found = result(world_of_two, name)
     assert found["ddp_buckets"] == 2
