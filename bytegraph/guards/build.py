@@ -4,7 +4,9 @@ The guard function has the compiled function's own signature, so calling it
 with the user's ``*args, **kwargs`` binds them exactly as the real call will;
 its body is one boolean expression. Values it compares against are bound as
 closure constants. Why a guard failed is worked out only on demand
-(``first_failure``), never on the fast path.
+(``first_failure``), never on the fast path. The function that runs on every call
+(the fast form) writes some checks in cheaper equivalent expressions
+(``cheaper_forms.py``); reports print the plain form.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import torch
 
+from bytegraph.guards import cheaper_forms
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
 from bytegraph.guards.sources import (
@@ -49,6 +52,10 @@ class GuardFunctionBuilder:
         self._per_instance: list[Guard] = []  # on classes made per instance (class_shapes.py)
         self._const_names: dict[int, str] = {}
         self._seen: set[str] = set()  # plain text of every part emitted so far
+        # The fast form (share_reads) also takes the cheaper equivalent expressions of
+        # cheaper_forms.py; the plain form keeps the readable ones for reports.
+        self.fast = share_reads
+        self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
@@ -81,6 +88,10 @@ class GuardFunctionBuilder:
         if per_instance_class(guard) is not None:
             self._per_instance.append(guard)
             return
+        if self.fast and cheaper_forms.implied_class_check(guard, self._types):
+            return
+        if guard.kind is GuardKind.TYPE_MATCH:
+            self._types.setdefault(guard.source, guard.expected)
         share, self.share_reads = self.share_reads, False
         keys = self._expressions(guard)  # plain text: what makes two checks the same
         self.share_reads = share
@@ -146,11 +157,14 @@ class GuardFunctionBuilder:
 
     def _tensor(self, e: Callable[[], str], snap: TensorSnapshot) -> list[str]:
         # Built in evaluation order: the first use of ``e`` is the one that reads it.
+        # Both forms name the same constants in the same order (first_failure evaluates
+        # the plain parts with the fast form's): the device is named even where unused.
+        tensor_type, dtype, device = map(self.const, (snap.tensor_type, snap.dtype, snap.device))
         parts = [
-            f"type({e()}) is {self.const(snap.tensor_type)}",
-            f"{e()}.dtype is {self.const(snap.dtype)}",
-            f"{e()}.device == {self.const(snap.device)}",
-            *self._sizes(e, snap),
+            f"type({e()}) is {tensor_type}",
+            f"{e()}.dtype is {dtype}",
+            self.fast and cheaper_forms.device_check(e(), snap) or f"{e()}.device == {device}",
+            *self._sizes(e, snap, self.fast),
             f"{e()}.requires_grad is {snap.requires_grad!r}",
         ]
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
@@ -163,11 +177,13 @@ class GuardFunctionBuilder:
         return parts
 
     @staticmethod
-    def _sizes(e: Callable[[], str], snap: TensorSnapshot) -> list[str]:
+    def _sizes(e: Callable[[], str], snap: TensorSnapshot, fast: bool) -> list[str]:
         """Exact shape and strides; with symbolic sizes or strides, the static ones (the
         symbolic ones' relations are SHAPE guards: ``x.stride()[0] == x.size()[1]``)."""
         if not snap.dynamic and not snap.dynamic_strides:
-            return [f"{e()}.shape == {snap.shape!r}", f"{e()}.stride() == {snap.stride!r}"]
+            shape = f"{e()}.shape == {snap.shape!r}"
+            strides = fast and cheaper_forms.stride_check(e(), snap)
+            return [shape, strides or f"{e()}.stride() == {snap.stride!r}"]
         parts = [f"{e()}.dim() == {len(snap.shape)}"] if snap.dynamic else []
         parts += _known(lambda: f"{e()}.shape", snap.shape, snap.dynamic)
         parts += _known(lambda: f"{e()}.stride()", snap.stride, snap.dynamic_strides)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
@@ -133,3 +134,124 @@ def test_forward_shadowed_on_a_submodule(counting_backend) -> None:
         inner.forward = lambda t, inner=inner: torch.relu(nn.Linear.forward(inner, t))
     _same(compiled, model, x)
     assert counting_backend.calls == 2
+
+
+class Folding(nn.Module):
+    """Folds its parameter's device and first stride into the trace as constants."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.w.device.type != "cpu":
+            return x - 1
+        return (x * self.w.stride(0)).sum() + self.w.sum()
+
+
+def _folding_twins(counting_backend, shape: tuple[int, ...]):
+    torch.manual_seed(0)
+    model = Folding(shape)
+    twin = copy.deepcopy(model)
+    return model, twin, bytegraph.compile(twin, backend=counting_backend)
+
+
+def test_parameter_moved_to_another_device(counting_backend) -> None:
+    """The guard's device check (``is_cpu`` in its fast form) sees the parameter moved."""
+    model, twin, compiled = _folding_twins(counting_backend, (4,))
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    for m in (model, twin):
+        m.to("meta")  # a new Parameter: set_data cannot change the device type
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+@pytest.mark.parametrize(
+    "shape, strided",
+    [((4, 4), (1, 4)), ((1, 4), (1, 1))],
+    ids=["transposed", "size_one_dimension"],
+)
+def test_parameter_strides_changed_in_place(counting_backend, shape, strided) -> None:
+    """``p.data`` replaced by the same shape with other strides: the trace folded
+    ``w.stride(0)``. A (1, 4) tensor is contiguous whatever its first stride, so there
+    the guard must compare the strides themselves, not the contiguity flag."""
+    model, twin, compiled = _folding_twins(counting_backend, shape)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    data = torch.randn(tuple(reversed(shape))).t()
+    assert data.shape == shape and data.stride() == strided
+    for m in (model, twin):
+        m.w.data = data.clone()
+        assert m.w.stride() == strided
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+def test_module_converted_to_another_dtype(counting_backend) -> None:
+    """``.double()`` replaces every parameter's data in place (``p.data = ...``)."""
+    model, twin, compiled = _twins(counting_backend)
+    _same(compiled, model, torch.randn(2, 4))
+    for m in (model, twin):
+        m.double()
+    _same(compiled, model, torch.randn(2, 4, dtype=torch.float64))
+    assert counting_backend.calls == 2
+
+
+class Doubled(nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 2
+
+
+def test_submodule_class_swapped(counting_backend) -> None:
+    """``m.__class__ = Sub``: the exact type check (which makes ``m.__class__ is C``
+    redundant in the fast form) sees it."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    for m in (model, twin):
+        m.layers[0].__class__ = Doubled
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+def test_forward_hook_added_to_a_submodule(counting_backend) -> None:
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    for m in (model, twin):
+        m.layers[1].register_forward_hook(lambda mod, args, out: out + 1)
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+def test_parameter_or_submodule_replaced_by_an_equal_one_keeps_the_entry(
+    counting_backend,
+) -> None:
+    """Parameters and submodules are read through the module on every call, and guarded
+    by their metadata and class, not their identity: a new Parameter (or Linear) of the
+    same kind is used without a recompile, with its own values."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    weight, layer = torch.randn(4, 4), nn.Linear(4, 4)
+    for m in (model, twin):
+        m.layers[0].weight = nn.Parameter(weight.clone())
+        m.layers[1] = copy.deepcopy(layer)
+    _same(compiled, model, x)
+    assert counting_backend.calls == 1
+
+
+def test_failure_reason_names_the_check_the_fast_guard_failed(counting_backend) -> None:
+    """The fast guard function checks a parameter with cheaper equivalent expressions
+    (``is_cpu``, ``is_contiguous()``); the readable form that names a failure must pass
+    where it passes and fail on the same check."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    guard = compiled._compiled_forward.entries[0].guard
+    assert guard.check(twin, x) and guard.first_failure((twin, x), {}) is None
+    twin.layers[1].weight.data = torch.randn(4, 4).t()
+    assert not guard.check(twin, x)
+    weight = "self._modules['layers']._modules['1']._parameters['weight']"
+    assert guard.first_failure((twin, x), {}) == f"{weight}.stride() == (4, 1)"

@@ -1,0 +1,91 @@
+"""Cheaper expressions for the fast guard function, each deciding what the plain form decides.
+
+The plain form of a guard (``GuardFunction.parts``, what reports print) reads
+as the condition it states: ``w.device == torch.device('cpu')``,
+``w.stride() == (16, 1)``, ``m.__class__ is Linear``. On a module with
+hundreds of parameters such reads are the guard's cost (seven checks a tensor,
+50-150 ns each from Python), so the fast form, which only has to reach the same
+answer, uses the cheapest expression that reaches exactly the same answer:
+
+- ``x.is_cpu`` for ``x.device == torch.device('cpu')``: a CPU tensor's device
+  has no index, so the two agree on every tensor; ``device`` builds a new
+  torch.device per read, ``is_cpu`` returns a bool.
+- ``x.is_contiguous()`` for ``x.stride() == <the contiguous strides>`` where every
+  size is at least 2 (the exact shape is checked beside it): torch's stored
+  contiguity flag is that very comparison, except that it skips dimensions of
+  size 1 and tensors with no elements, so without those the two agree.
+  ``stride()`` builds a tuple through torch's argument parser.
+- nothing for ``x.__class__ is C`` once ``type(x) is C`` has passed, where ``C``
+  takes ``__class__`` and ``__getattribute__`` from ``object``: ``x.__class__``
+  is then ``type(x)``.
+
+The tensor forms apply to ``torch.Tensor`` and ``nn.Parameter`` only (a subclass
+may redefine ``device`` or ``is_contiguous``), after the exact type check. Each
+is equivalent, not merely implied, so the guard that fails in the fast form also
+fails in the plain one, and ``first_failure`` names it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
+from bytegraph.guards.sources import AttrSource, Source
+
+_TORCH_OWN = (torch.Tensor, torch.nn.Parameter)  # attributes as torch defines them
+_CPU = torch.device("cpu")
+_UNCHECKED = object()
+
+
+def device_check(read: str, snap: TensorSnapshot) -> str | None:
+    """``read.is_cpu`` where it decides what ``read.device == <cpu>`` decides, else None."""
+    if snap.tensor_type in _TORCH_OWN and snap.device == _CPU:
+        return f"{read}.is_cpu"
+    return None
+
+
+def stride_check(read: str, snap: TensorSnapshot) -> str | None:
+    """``read.is_contiguous()`` where, beside the shape check, it decides what
+    ``read.stride() == snap.stride`` decides, else None."""
+    if snap.tensor_type not in _TORCH_OWN or snap.dynamic or snap.dynamic_strides:
+        return None
+    if any(size < 2 for size in snap.shape) or snap.stride != contiguous_strides(snap.shape):
+        return None
+    return f"{read}.is_contiguous()"
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The row-major strides of ``shape``."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def implied_class_check(guard: Guard, checked_types: dict[Source, Any]) -> bool:
+    """Whether ``guard`` is ``x.__class__ is C`` and ``type(x) is C`` is already checked."""
+    source = guard.source
+    if guard.kind is not GuardKind.ID_MATCH or not isinstance(source, AttrSource):
+        return False
+    cls = guard.expected
+    if source.attr != "__class__" or checked_types.get(source.base, _UNCHECKED) is not cls:
+        return False
+    return isinstance(cls, type) and _plain_class_attribute(cls)
+
+
+def _plain_class_attribute(cls: type) -> bool:
+    """Whether ``obj.__class__`` is ``type(obj)`` for every instance ``obj`` of ``cls``."""
+    return all(
+        _owner(cls, name) is object for name in ("__class__", "__getattribute__")
+    )
+
+
+def _owner(cls: type, name: str) -> type | None:
+    """The class of ``cls``'s MRO whose own namespace defines ``name``."""
+    for base in cls.__mro__:
+        if name in base.__dict__:
+            return base
+    return None
