@@ -28,6 +28,7 @@ from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
+    AttrSource,
     ClosureCellSource,
     LocalSource,
     Source,
@@ -67,7 +68,11 @@ class GuardFunctionBuilder:
             return name
         text = plain
         base = getattr(source, "base", None)
-        if base is not None and text.startswith(base.expr()):
+        if isinstance(source, AttrSource) and cheaper_forms.reads_instance_dict(
+            self._types.get(source.base), source.attr
+        ):
+            text = f"{self.ref(AttrSource(source.base, '__dict__'))}[{source.attr!r}]"
+        elif base is not None and text.startswith(base.expr()):
             text = self.ref(base) + text[len(base.expr()):]
         name = self._locals[plain] = f"___s{len(self._locals)}"
         return f"({name} := {text})"
@@ -104,8 +109,9 @@ class GuardFunctionBuilder:
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
         for group in _connected(self._distinct):
-            ids = ", ".join(f"id({self.ref(source)})" for source in group)
-            self.parts.append(f"len({{{ids}}}) == {len(group)}")
+            by_identity = cheaper_forms.hashed_by_identity(self._types.get(s) for s in group)
+            reads = (self.ref(s) if by_identity else f"id({self.ref(s)})" for s in group)
+            self.parts.append(f"len({{{', '.join(reads)}}}) == {len(group)}")
         self.parts.extend(shape_checks(self._per_instance, self.ref, self.const))
 
     def _expressions(self, guard: Guard) -> list[str]:

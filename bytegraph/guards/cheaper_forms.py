@@ -18,6 +18,15 @@ answer, uses the cheapest expression that reaches exactly the same answer:
 - nothing for ``x.__class__ is C`` once ``type(x) is C`` has passed, where ``C``
   takes ``__class__`` and ``__getattribute__`` from ``object``: ``x.__class__``
   is then ``type(x)``.
+- ``m.__dict__['_forward_hooks']`` for ``m._forward_hooks`` once ``type(m) is C``
+  has passed, for the attributes ``nn.Module.__init__`` sets, where the module
+  class ``C`` defines none of them and takes ``__getattribute__`` from ``object``:
+  the lookup then finds them in the instance dict, which the guard reads once
+  per module anyway. nn.Module defines ``__getattr__``, so CPython does not
+  specialise its attribute reads; a dict subscript it does.
+- ``len({a, b, c}) == 3`` for ``len({id(a), id(b), id(c)}) == 3`` (the sources are
+  different objects) where each one's exact type is checked and hashes and
+  compares by identity (``object.__hash__``, ``object.__eq__``): no ``id`` call each.
 
 The tensor forms apply to ``torch.Tensor`` and ``nn.Parameter`` only (a subclass
 may redefine ``device`` or ``is_contiguous``), after the exact type check. Each
@@ -27,6 +36,8 @@ fails in the plain one, and ``first_failure`` names it.
 
 from __future__ import annotations
 
+import types
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -37,6 +48,9 @@ from bytegraph.guards.sources import AttrSource, Source
 _TORCH_OWN = (torch.Tensor, torch.nn.Parameter)  # attributes as torch defines them
 _CPU = torch.device("cpu")
 _UNCHECKED = object()
+_Module = torch.nn.Module
+# What nn.Module.__init__ stores in every module's instance dict: hook dicts, _parameters...
+_MODULE_OWN = frozenset(vars(_Module()))
 
 
 def device_check(read: str, snap: TensorSnapshot) -> str | None:
@@ -74,6 +88,30 @@ def implied_class_check(guard: Guard, checked_types: dict[Source, Any]) -> bool:
     if source.attr != "__class__" or checked_types.get(source.base, _UNCHECKED) is not cls:
         return False
     return isinstance(cls, type) and _plain_class_attribute(cls)
+
+
+def reads_instance_dict(cls: Any, attr: str) -> bool:
+    """Whether ``m.attr`` is ``m.__dict__[attr]`` (or raises) for every instance ``m`` of
+    ``cls`` (None: a class not known)."""
+    if not isinstance(cls, type) or attr not in _MODULE_OWN or not issubclass(cls, _Module):
+        return False
+    instance_dict = _owner(cls, "__dict__")
+    return (
+        _owner(cls, attr) is None
+        and _owner(cls, "__getattribute__") is object
+        and instance_dict is not None
+        and type(instance_dict.__dict__["__dict__"]) is types.GetSetDescriptorType
+    )
+
+
+def hashed_by_identity(classes: Iterable[Any]) -> bool:
+    """Whether every one of ``classes`` (None: a class not known) hashes and compares its
+    instances by identity: a set of them then holds each object once."""
+    return all(
+        isinstance(cls, type) and _owner(cls, "__hash__") is object
+        and _owner(cls, "__eq__") is object
+        for cls in classes
+    )
 
 
 def _plain_class_attribute(cls: type) -> bool:
