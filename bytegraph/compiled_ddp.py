@@ -13,10 +13,11 @@ bytegraph has no frame hook, so ``CompiledDDP`` (a CompiledModule, so the
 wrapper's state_dict, attributes and hooks behave as for any compiled module)
 runs ``DistributedDataParallel.__call__`` in Python and, for the length of
 that call, sets the wrapped module's instance attribute ``forward`` to the
-compiled ``type(module).forward`` bound to it: nn.Module's ``__call__`` (and
-DDP's ``self.module.forward`` when it delays all-reduce) read ``forward``
-from the instance first, so module hooks still run around the compiled
-forward, and the attribute is removed when the call ends. The model's graphs
+compiled ``type(module).forward`` bound to it (``module_calls.py``):
+nn.Module's ``__call__`` (and DDP's ``self.module.forward`` when it delays
+all-reduce) read ``forward`` from the instance first, so module hooks still
+run around the compiled forward, and the attribute is removed when the call
+ends. The model's graphs
 are compiled inside DDP's forward, so they are cut at DDP's buckets
 (``graph/ddp.py``).
 
@@ -28,12 +29,12 @@ class's forward is no longer the one compiled.
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import torch
 
 from bytegraph.compiled_module import CompiledModule
+from bytegraph.module_calls import forward_installed
 
 
 def is_ddp(module: Any) -> bool:
@@ -60,11 +61,8 @@ class CompiledDDP(CompiledModule):
             or see_through(type(inner).forward) is not compiled.fn
         ):
             return ddp(*args, **kwargs)
-        inner.__dict__["forward"] = types.MethodType(compiled, inner)
-        try:
+        with forward_installed(inner, compiled):
             return ddp(*args, **kwargs)
-        finally:
-            inner.__dict__.pop("forward", None)
 
 
     @classmethod

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from bytegraph.module_calls import call_with_hooks
 from bytegraph.variables.nn_module import has_hooks
 
 _PREFIX = "_orig_mod."
@@ -59,8 +60,10 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
-        if has_hooks(module) or "forward" in module.__dict__:
+        if "forward" in module.__dict__:
             return module(*args, **kwargs)
+        if has_hooks(module):  # the hooks in Python, the forward compiled (module_calls.py)
+            return call_with_hooks(module, self._compiled_forward, args, kwargs)
         return self._compiled_forward(module, *args, **kwargs)
 
     # --- the original's state -----------------------------------------------------------

@@ -37,6 +37,7 @@ from torch import nn
 
 from bytegraph import config
 from bytegraph.markers import is_disabled, marking
+from bytegraph.module_calls import call_with_hooks
 from bytegraph.torch_markers import nonrecursive_target
 from bytegraph.variables.nn_module import has_hooks
 
@@ -197,11 +198,13 @@ def _module_caller(kind: type, forward: types.FunctionType, compiled: Any) -> Ca
         # What nn.Module.__call__ would do differently from calling forward, or a class
         # patched since (its forward or __call__ replaced): run the module as it is.
         if (
-            has_hooks(module) or "forward" in module.__dict__ or is_disabled(module)
+            "forward" in module.__dict__ or is_disabled(module)
             or module.__dict__.get("_compiled_call_impl") is not None or tracing_state()
             or kind.forward is not forward or kind.__call__ is not module_call
         ):
             return module(*args, **kwargs)
+        if has_hooks(module):  # the hooks in Python, the forward compiled (module_calls.py)
+            return call_with_hooks(module, compiled, args, kwargs)
         return compiled(module, *args, **kwargs)
 
     return call

@@ -135,6 +135,50 @@ def ddp_buckets(model: DistributedDataParallel) -> int:
     return len(buckets)
 
 
+# --- FSDP2 ----------------------------------------------------------------------------------
+
+
+def sharded_mlp() -> torch.nn.Module:
+    """``mlp(2, 32)`` with ``fully_shard`` on every Linear and at the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = mlp(2, 32)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def fsdp_train(rank: int, backend_name: str, steps: int = 3) -> dict[str, Any]:
+    """compile(model) of a model sharded per layer and at the root, beside the uncompiled one:
+    loss, full gradients and full parameters equal after every step."""
+    backend = Counting(backend_name)
+    expected_model = sharded_mlp()
+    compiled_model = bytegraph.compile(sharded_mlp(), backend=backend)
+    optimizers = [
+        torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        for m in (expected_model, compiled_model)
+    ]
+    for step in range(steps):
+        x = torch.randn(8, 32, generator=torch.Generator().manual_seed(100 * step + rank))
+        losses = []
+        for model in (expected_model, compiled_model):
+            loss = model(x).square().mean()
+            loss.backward()
+            losses.append(loss.detach())
+        assert torch.equal(losses[1], losses[0]), f"loss at step {step}"
+        pairs = list(zip(expected_model.parameters(), compiled_model.parameters(), strict=True))
+        for i, (p, q) in enumerate(pairs):
+            assert torch.equal(q.grad.full_tensor(), p.grad.full_tensor()), f"grad {i}, {step}"
+        for optimizer in optimizers:
+            optimizer.step()
+            optimizer.zero_grad()
+        for i, (p, q) in enumerate(pairs):
+            assert torch.equal(q.full_tensor(), p.full_tensor()), f"parameter {i}, {step}"
+    return {"graphs": backend.calls}
+
+
 # --- collectives inside compiled code ------------------------------------------------------
 
 
@@ -218,6 +262,8 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "unused_outer": _unused("outer"),
     "inductor": lambda rank: train(rank, "inner", "inductor", **SMALL, steps=2),
     "collectives": collectives,
+    "fsdp_eager": lambda rank: fsdp_train(rank, "eager"),
+    "fsdp_aot_eager": lambda rank: fsdp_train(rank, "aot_eager"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Compiled models under DistributedDataParallel: gloo on the CPU, 2 ranks (4 in one test).
+"""Compiled models under DDP and FSDP2: gloo on the CPU, 2 ranks (4 in one test).
 
 One world of 2 ranks runs every scenario of ``ddp_scenarios.py`` (starting
 processes is most of the cost); each test reads its scenario's result. On
@@ -74,6 +74,15 @@ def test_find_unused_parameters(world_of_two, name):
     # Steps without the extra layer: one bucket's worth of parameters, one graph; with it,
     # two pieces: 3 graphs in all. The layer never called is never in a graph.
     assert result(world_of_two, name)["graphs"] == 3
+
+
+@pytest.mark.parametrize("name", ["fsdp_eager", "fsdp_aot_eager"])
+def test_fsdp2_layers_compile_with_fsdps_hooks_around_them(world_of_two, name):
+    # compile(model) of a model sharded per Linear and at the root: the root's forward
+    # breaks at each sharded layer (module hooks); each layer is called through its hooks
+    # (FSDP's all-gather before, reshard after) with its forward compiled: one graph per
+    # Linear, one for the two ReLUs (one class, the same shapes), no recompile over 3 steps.
+    assert result(world_of_two, name) == {"graphs": 4}
 
 
 def test_collectives_in_compiled_code_break_cleanly(world_of_two):

@@ -390,7 +390,9 @@ def test_module_with_a_hook_runs_its_hook(differential, counting_backend) -> Non
     finally:
         handle.remove()
     assert seen == [torch.Size([3])] * 4  # eager's two calls and the compiled run's two
-    assert counting_backend.calls == 0
+    # The hook runs in Python around the compiled forward (module_calls.py): one graph for
+    # the first call's input, one for the second's (an output that requires grad).
+    assert counting_backend.calls == 2
 
 
 def test_module_class_patched_after_routing_runs_the_new_forward(differential) -> None:
