@@ -182,6 +182,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "its inputs' dim/size)",
        "enter the mode inside the compiled function and keep what breaks out of its with "
        "block; the with block otherwise runs as Python"),
+    _E("B123", "check_not_rerunnable", "unsupported_call",
+       "a torch._check_tensor_all kept in a graph that cannot run again as Python if the "
+       "check fails (it writes into an input or draws random numbers); the frame is traced "
+       "again with the check as a break",
+       "nothing to do: the check runs in Python between two graphs"),
     # -- B2xx: values the data decides -------------------------------------------------
     _E("B201", "data_dependent_branch", "data_dependent",
        "Python control flow depends on a tensor's values (if t.any():, bool(t), "

@@ -57,6 +57,8 @@ class OutputGraph:
         self.shapes: ShapeSession | None = None
         # an op was recorded under a try block: failing at run time, it must reach a handler
         self.ops_in_try = False
+        # a torch._check_tensor_all is an assert in the graph: it must rerun as Python
+        self.checks_in_graph = False
         # Called with each guard when first installed; set only while dumping (inspect/dump.py).
         self.on_new_guard: Any = None
         # The paused frames of this trace's generators (variables/generators.py). Held here,

@@ -51,6 +51,7 @@ from bytegraph.variables.generators import (
     release_generator_frames,
 )
 from bytegraph.variables.tensor_attributes import keep_leaf_flags
+from bytegraph.variables.torch_checks import checks_break
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -78,6 +79,9 @@ def convert_frame(
             return _compile(fn, tx, backend, [tx.escaped], _raise_tail(tx, tx.escaped))
         return _compile(fn, tx, backend, [tx.return_value], emit_return(tx.return_value))
     except Unsupported as reason:
+        if reason.entry.name == "check_not_rerunnable":
+            with checks_break():
+                return convert_frame(ctx, frame_values, backend, fullgraph, dynamic)
         if fullgraph:
             if reason.entry.name in _UNBACKED_ENTRIES and not _capturing_data_dependent():
                 return _with_data_dependent_capture(ctx, frame_values, backend, dynamic)
@@ -153,6 +157,9 @@ def _translate_with_break(
         tail = emit_break(tx, plan, ctx)
         entry = _compile(fn, tx, backend, live_roots(plan), tail, (reason,), require_graph=False)
     except Unsupported as refused:
+        if refused.entry.name == "check_not_rerunnable":
+            with checks_break():
+                return _translate_with_break(ctx, frame_values, backend, reason, dynamic, region)
         wider = _wider_with_region(decoded, reason.index, loop)
         if wider is not None:
             return _translate_with_break(ctx, frame_values, backend, reason, dynamic, wider)
@@ -260,6 +267,11 @@ def _compile(
     on_error = None
     if gm is not None:
         on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn)
+        if output.checks_in_graph and (on_error is None or on_error.rerun is None):
+            raise Unsupported(
+                "check_not_rerunnable",
+                "a torch._check_tensor_all in a graph that cannot rerun as Python if it fails",
+            )
         if output.ops_in_try and (on_error is None or on_error.rerun is None):
             raise Unsupported(
                 "op_in_try_not_rerunnable",

@@ -59,3 +59,50 @@ def test_a_size_relation_is_guarded(counting_backend) -> None:
     x, y = torch.randn(3), torch.randn(4)  # the guard fails; the new trace breaks there
     compiled = bytegraph.compile(f, backend=counting_backend, dynamic=True)
     assert outcome(compiled, x, y)[0] is outcome(f, x, y)[0] is RuntimeError
+
+
+def checked_tensor(x, log):
+    log.append("before")
+    y = x.abs() + 1
+    torch._check_tensor_all(y > x, lambda: "y must exceed x")
+    log.append("after")
+    return y * 2
+
+
+def checked_after_writing(x):
+    x.add_(1)
+    torch._check_tensor_all(x > 0)
+    return x * 2
+
+
+def _run(fn, *args):
+    log: list = []
+    return outcome(fn, *args, log), log
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_tensor_check_is_an_assert_in_the_graph(backend, counting_backend) -> None:
+    compiled = bytegraph.compile(checked_tensor, backend=counting_backend)
+    x = torch.randn(4)
+    assert _run(compiled, x)[1] == _run(checked_tensor, x)[1] == ["before", "after"]
+    assert torch.equal(_run(compiled, x)[0], _run(checked_tensor, x)[0])
+    assert counting_backend.calls == 1
+    targets = [n.target for n in counting_backend.graphs[0].graph.nodes]
+    assert torch._assert_async in targets
+    with_backend = bytegraph.compile(checked_tensor, backend=backend)
+    bad = torch.tensor([1.0, float("inf")])  # inf + 1 == inf: the check fails
+    expected = _run(checked_tensor, bad)
+    assert expected[0] == (RuntimeError, "y must exceed x") and expected[1] == ["before"]
+    assert _run(with_backend, bad) == expected  # rerun as Python: eager's error and state
+
+
+def test_a_tensor_check_in_a_graph_that_cannot_rerun_is_a_break(counting_backend) -> None:
+    compiled = bytegraph.compile(checked_after_writing, backend=counting_backend)
+    for values in ([1.0, 2.0], [-3.0, 2.0]):
+        x_eager, x_compiled = torch.tensor(values), torch.tensor(values)
+        expected = outcome(checked_after_writing, x_eager)
+        got = outcome(compiled, x_compiled)
+        assert type(got) is type(expected)
+        assert got == expected if isinstance(expected, tuple) else torch.equal(got, expected)
+        assert torch.equal(x_compiled, x_eager)
+    assert counting_backend.calls == 2  # the write, then the product after the check
