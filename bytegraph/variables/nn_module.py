@@ -33,6 +33,7 @@ from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source, source_record
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.module_conversions import ModuleToVariable, is_conversion_method
 from bytegraph.variables.module_tree import ModuleTreeMethodVariable, is_tree_method
 from bytegraph.variables.tensor import TensorVariable
 from bytegraph.variables.user_defined import MissingAttribute, UserDefinedObjectVariable
@@ -118,6 +119,8 @@ class NNModuleVariable(UserDefinedObjectVariable):
     def bind(self, tx: Tx, found: Any, name: str) -> Any:
         if found.pending is None and is_tree_method(found.owner, found.raw, name):
             return ModuleTreeMethodVariable(self, name)
+        if found.pending is None and is_conversion_method(found.owner, found.raw, name):
+            return ModuleToVariable(self)  # a no-op conversion, or a break
         return super().bind(tx, found, name)
 
     # -- stores ---------------------------------------------------------------
@@ -127,10 +130,32 @@ class NNModuleVariable(UserDefinedObjectVariable):
     def var_setattr(self, tx: Tx, name: str, value: Any) -> None:
         if self.cls.__setattr__ is not nn.Module.__setattr__:
             raise Unsupported("custom_setattr", f"{self.cls.__qualname__} defines __setattr__")
+        if self._same_submodule(tx, name, value):
+            return  # ``self.sub = self.sub.to(dtype)``: __setattr__ puts it back where it is
         self._check_plain_member(name, value)
         # Recorded as a plain store; the replay's STORE_ATTR runs nn.Module.__setattr__,
         # which puts a buffer back into _buffers.
         tx.output.side_effects.store_attr(self, name, value)
+
+    def _same_submodule(self, tx: Tx, name: str, value: Any) -> bool:
+        """Whether storing ``value`` as ``name`` puts a submodule back in its own slot,
+        which ``nn.Module.__setattr__`` does without a change (no registration hook runs:
+        none is installed, guarded)."""
+        from torch.nn.modules import module as module_module
+
+        from bytegraph.variables.made_modules import _REGISTRATION_HOOKS
+
+        slot = GetItemSource(AttrSource(self.source, "_modules"), name)
+        if not isinstance(value, NNModuleVariable) or value.source != slot:
+            return False  # read from that very slot: the same object on every call
+        hooks = getattr(module_module, _REGISTRATION_HOOKS)
+        if hooks or name in self.value.__dict__ or (
+            tx.output.side_effects.load_attr(self, name) is not None
+        ):
+            return False
+        self._check_members_unchanged(tx, "_modules")
+        tx.output.add_guard(GuardKind.EMPTY, TorchModuleGlobalSource(_REGISTRATION_HOOKS), hooks)
+        return True
 
     def _check_plain_member(self, name: str, value: Any) -> None:
         real = self.value.__dict__
