@@ -5,26 +5,24 @@ stores or keeps live across a graph break is handed to Python paused at the
 yield it stopped at, and the rest of its body runs when the consumer asks,
 as in eager: nothing of it runs early.
 
-1. ``paused_at`` accepts a frame paused at a plain ``yield`` that no
-   with/try covers (closing it runs no code), not inside ``yield from``
-   (a throw() would go to the sub-generator first), with no cells of its
-   own, made by a call whose function can be loaded again.
-2. The rest of the body is the generator function's code entered after that
-   yield (``resume.build_generator_code``): a generator function taking the
-   paused frame's stack (the sent value on top, as the yield leaves it) and
-   locals. Its instructions and exception table are the original's, so the
-   PEP 479 wrapper of 3.12+ covers it.
-3. The generated code calls ``rebuild_paused``, which makes ``paused``, a
-   generator that is started at once and waits at a bare ``yield``: the
-   caller's first ``next``/``send`` value goes into the entered code as the
-   yield's result, and from then on ``yield from`` passes every
-   ``send``/``throw``/``close`` to it. A ``throw``/``close`` before that
-   raises at the bare yield and leaves the generator, as it would leave the
-   original frame, which no handler covers there.
+1. ``paused_at`` accepts a frame paused at a yield (a plain one, or the one
+   inside ``yield from``) that no with/try covers, with no cells of its own
+   (its closure's cells are the function's), made by a call whose function can
+   be loaded again.
+2. The generator function's code is entered at that very YIELD_VALUE
+   (``resume.build_generator_code``): a generator function taking the paused
+   frame's stack, a value to yield on top of it, and its locals. Its
+   instructions and exception table are the original's (the PEP 479 wrapper
+   and yield from's CLEANUP_THROW of 3.12+ included).
+3. The generated code calls ``rebuild_paused``, which makes that generator
+   and starts it: it runs the prologue and the YIELD_VALUE, nothing of the
+   user's code, and is then paused where the original was. The caller's
+   ``next``/``send``/``throw``/``close`` reach the original instructions as
+   they would have reached the original frame (a ``yield from`` delegates
+   them to its sub-generator, rebuilt the same way when the trace started it).
 
-What differs from the original generator object is only introspection:
-``gi_code``/``gi_frame`` are the wrapper's (``__name__`` and ``__qualname__``
-are the original's), and tracebacks show two more frames.
+What differs from the original generator object is only ``gi_code`` (the
+entered code; ``__name__`` and ``__qualname__`` are the original's).
 """
 
 from __future__ import annotations
@@ -50,22 +48,21 @@ def paused_at(frame: Any) -> str | None:
         return "it is not paused at a yield"
     if child.instructions[child.instruction_pointer - 1].opname != "YIELD_VALUE":
         return "it is not paused at a yield"
-    if frame.delegate() is not None:
-        return "it is paused inside yield from"
     if frame.paused_in_handler_scope():
         return "it is paused inside a with/try block"
-    if child.code.co_cellvars or child.code.co_freevars:
-        return "its frame has cells"
+    if child.code.co_cellvars:
+        return "its frame has cells of its own"
     return None
 
 
 def _spec(frame: Any) -> tuple[ResumeSpec, list[VariableTracker], list[VariableTracker]]:
-    """The entered code's key, and the stack (the sent value's slot left out) and locals."""
+    """The entered code's key (at the YIELD_VALUE, a value to yield on the stack), and the
+    stack below that value and the locals."""
     child = frame.translator
     stack = list(child.stack)
     names = tuple(sorted(child.symbolic_locals))
     spec = ResumeSpec(
-        child.code, child.instruction_pointer,
+        child.code, child.instruction_pointer - 1,
         tuple(isinstance(v, NullVariable) for v in stack) + (False,), names,
     )
     values = [v for v in stack if not isinstance(v, NullVariable)]
@@ -97,18 +94,11 @@ def reconstruct_paused(
 def rebuild_paused(
     code: types.CodeType, function: types.FunctionType, stack: tuple, local_values: tuple
 ) -> Generator[Any, Any, Any]:
-    """At run time: the paused generator, started and waiting for its first value."""
-    rest = types.FunctionType(code, function.__globals__, function.__name__)
-    gen = paused([(rest, stack, local_values)])
-    gen.__name__, gen.__qualname__ = function.__name__, function.__qualname__
-    next(gen)
+    """At run time: the generator, started and paused at the original's yield."""
+    rest = types.FunctionType(
+        code, function.__globals__, function.__name__, None, function.__closure__
+    )
+    gen = rest(*stack, None, *local_values)
+    gen.__qualname__ = function.__qualname__
+    next(gen)  # the prologue and the YIELD_VALUE: none of the user's code
     return gen
-
-
-def paused(box: list[tuple[Any, tuple, tuple]]) -> Generator[Any, Any, Any]:
-    """Wait for the first value sent, then be the rest of the original body."""
-    sent = yield
-    rest, stack, local_values = box.pop()
-    inner = rest(*stack, sent, *local_values)
-    del rest, stack, local_values, sent  # held by ``inner`` alone, as the frame held them
-    return (yield from inner)

@@ -400,8 +400,8 @@ def generator_send_to_itself(x):
     return caught(next, g2), x + 1
 
 
-# The generator cannot be rebuilt around a break (its closure holds itself): the whole
-# frame runs as Python.
+# The generator cannot be rebuilt around a break in its own body (it is running): the
+# whole frame runs as Python.
 @add(t3, graphs=0)
 def generator_referring_to_itself_breaks_in_its_body(x):
     def g():
@@ -412,7 +412,8 @@ def generator_referring_to_itself_breaks_in_its_body(x):
     return next(it), x + 1
 
 
-@add(t3, graphs=0)
+# Paused at its yield, it is rebuilt there: a graph on each side of the break.
+@add(t3, graphs=2)
 def generator_referring_to_itself_across_a_break(x):
     def g():
         yield 1
