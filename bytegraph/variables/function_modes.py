@@ -317,7 +317,9 @@ def tensor_dunder(cls: Any, name: str) -> VariableTracker | None:
 
 # -- what the trace cannot dispatch ----------------------------------------------------
 # Builtins that never reach __torch_function__ (or reach it through var_getattr).
-_NOT_DISPATCHED = frozenset({isinstance, type, id, callable, getattr, hasattr})
+_NOT_DISPATCHED = frozenset({
+    isinstance, type, id, callable, getattr, hasattr, operator.is_, operator.is_not,
+})
 
 
 def refuse_undispatched_op(tx: Tx, what: Any) -> None:

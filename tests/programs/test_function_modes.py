@@ -112,7 +112,7 @@ def recorded_ops(log, x, i):
         f = torch.add(c, d.size(0))
         g = x.dtype
         x[0] = 5.0
-        n = len(x)
+        n = len(x) if x is not None else 0
     return a, b, c, d, e, f, g, n
 
 
