@@ -474,20 +474,3 @@ def test_map_under_inductor_is_torchs_limitation() -> None:
     # this test fails, and should then become a normal one, once torch can.
     with pytest.raises(Exception, match="DataDependentOutputException"):
         check(mapped, (torch.randn(3, 4), torch.randn(4)), "inductor")
-
-
-def loop(x):
-    from torch._higher_order_ops import while_loop
-
-    return while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), x))
-
-
-def test_while_loop_runs_in_python_at_a_break() -> None:
-    # Not captured: torch's while_loop graph form is refused by its own eager run (a
-    # one-element tuple from cond_fn) and needs a shape environment under AOTAutograd.
-    error = refused(loop, torch.randn(4))
-    assert "while_loop" in str(error)
-    counting = Counting("eager")
-    x = torch.randn(4)
-    for got, expected in zip(bytegraph.compile(loop, backend=counting)(x), loop(x), strict=True):
-        torch.testing.assert_close(got, expected)

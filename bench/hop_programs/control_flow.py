@@ -262,7 +262,7 @@ def while_loop_counter(x):
     return while_loop(cond_fn, body_fn, (torch.tensor(0), x))
 
 
-@program(f"{CF}::TestControlFlow::test_while_loop_tensor_cond", inputs(t(3)), graphs=0)
+@program(f"{CF}::TestControlFlow::test_while_loop_tensor_cond", inputs(t(3)))
 def while_loop_value_condition(x):
     def cond_fn(v):
         return v.sum() < 10

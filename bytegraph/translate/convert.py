@@ -28,6 +28,7 @@ from bytegraph.graph.ddp import wrap_for_ddp
 from bytegraph.graph.output_graph import OutputGraph, reachable_tensors
 from bytegraph.graph.rerun import OnGraphError
 from bytegraph.graph.shapes import DynamicSpec, ShapeSession
+from bytegraph.graph.static_fakes import needs_shape_env, static_fake_inputs
 from bytegraph.guards.build import build_guard_function
 from bytegraph.guards.cache import CacheEntry
 from bytegraph.guards.guard import GuardKind
@@ -310,7 +311,11 @@ def _call_backend(
     Inside a DDP forward, the graph is cut at DDP's buckets (graph/ddp.py)."""
     backend = wrap_for_ddp(backend)
     if shapes is None:
-        return call_backend(backend, gm, [i.example for i in inputs])
+        examples = [i.example for i in inputs]
+        if needs_shape_env(gm):
+            with static_fake_inputs(examples) as fakes:
+                return call_backend(backend, gm, fakes)
+        return call_backend(backend, gm, examples)
     with shapes.backend_context():
         return call_backend(backend, gm, [i.fake for i in inputs])
 

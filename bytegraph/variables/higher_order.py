@@ -24,10 +24,8 @@ Operators of torch.func and torch.autograd.Function live in
 ``func_transforms.py`` and ``autograd_function.py``, ``associative_scan`` in
 ``scans.py``, ``scan`` in ``scan_loops.py``, ``checkpoint`` in ``checkpoints.py``, ``wrap`` in
 ``plain_call_ops.py``, ``linearize`` in ``linearize.py``, ``flex_attention`` in
-``flex_attention.py``; this module holds the
-shared machinery, ``torch.cond`` and ``map``. ``while_loop``
-is not captured (its graph form fails in torch's own eager run and needs a
-shape environment under AOTAutograd): a call is a break, run in Python.
+``flex_attention.py``, ``while_loop`` in ``while_loops.py``; this module holds the
+shared machinery, ``torch.cond`` and ``map``.
 """
 
 from __future__ import annotations
@@ -416,6 +414,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
         plain_call_ops,
         scan_loops,
         scans,
+        while_loops,
     )
 
     table: dict[int, type[VariableTracker]] = {
@@ -429,6 +428,7 @@ def _registry() -> dict[int, type[VariableTracker]]:
     table.update(scan_loops.REGISTRY)
     table.update(linearize.REGISTRY)
     table.update(flex_attention.REGISTRY)
+    table.update(while_loops.REGISTRY)
     return table
 
 
