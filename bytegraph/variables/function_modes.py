@@ -218,12 +218,16 @@ def through_modes(
     if call is None:
         return None
     func, types, call_args, call_kwargs = call
+    from bytegraph.variables.base import ValueMutationNew
     from bytegraph.variables.dicts import DictVariable
 
     func_vt = TorchApiFunctionVariable(func)
     types_vt = _rewrap(tuple(types), known)
     args_vt = _rewrap(tuple(call_args), known)
-    kwargs_vt = DictVariable({k: _rewrap(v, known) for k, v in call_kwargs.items()}, dict)
+    kwargs_vt = DictVariable(  # a new dict the mode may change (DeviceContext adds device=)
+        {k: _rewrap(v, known) for k, v in call_kwargs.items()}, dict,
+        mutation_type=output.side_effects.new_mutation(ValueMutationNew),
+    )
     return call_top_mode(tx, [func_vt, types_vt, args_vt, kwargs_vt])
 
 

@@ -155,3 +155,25 @@ def test_a_function_compiled_without_a_mode_is_not_run_under_one(counting_backen
         expected = plain_add(x, y)
         assert torch.equal(compiled(x, y), expected)  # aot_eager once returned x + y here
     assert torch.equal(expected, x * y)
+
+
+class DefaultDtype(TorchFunctionMode):
+    """Fills in a dtype where a factory got none, changing the kwargs it was handed."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = {} if kwargs is None else kwargs
+        if func is torch.zeros and kwargs.get("dtype") is None:
+            kwargs["dtype"] = torch.float64
+        return func(*args, **kwargs)
+
+
+def factory_under_a_mode(x):
+    with DefaultDtype():
+        z = torch.zeros(3)
+    return x + z
+
+
+def test_a_mode_may_change_the_kwargs_it_is_handed(differential, counting_backend) -> None:
+    compiled = differential.compile(factory_under_a_mode)
+    result = differential.check(factory_under_a_mode, compiled, (torch.randn(3),))
+    assert result.dtype == torch.float64 and counting_backend.calls == 1
