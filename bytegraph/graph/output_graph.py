@@ -127,6 +127,14 @@ class OutputGraph:
             self._input_bases.add(id(base_of(meta)))
         return node
 
+    def guard_tensor_inputs_distinct(self) -> None:
+        """Guard the frame's tensor inputs distinct objects (one id-set test): a graph that
+        writes into an input was traced with each input its own tensor, and AOTAutograd's
+        functionalized graph reads another input's old value when the two are one."""
+        sources = [i.source for i in self.inputs if isinstance(i.example, torch.Tensor)]
+        for index in range(1, len(sources)):
+            self.add_guard(GuardKind.DISTINCT, sources[index], tuple(sources[:index]))
+
     def note_write(self, written: Any) -> None:
         """An op wrote into the meta tensor ``written``: remember if that is an input's memory.
         Inside a higher-order body, only a tensor the body created may be written."""

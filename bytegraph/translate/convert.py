@@ -261,6 +261,8 @@ def _compile(
     if not has_ops and switches:  # no graph for switches alone: set the last mode directly
         tail = _after_setting_grad_mode(switches[-1], tail)
     if has_ops:
+        if output.writes_inputs:
+            output.guard_tensor_inputs_distinct()
         tensors = reachable_tensors(roots, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])

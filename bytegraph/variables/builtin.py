@@ -524,7 +524,12 @@ def _identity(tx, args, kwargs) -> ConstantVariable | None:
     if a is b:
         return ConstantVariable(True)
     if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
-        # Distinct inputs are distinct objects (aliases share one VT, guarded).
+        # Distinct inputs are distinct objects (aliases share one VT, guarded), and stay
+        # so: a later call passing one tensor for both misses (fuzz seed 2001 index 242).
+        if a.source is not None and b.source is not None:
+            from bytegraph.guards.guard import GuardKind
+
+            tx.output.add_guard(GuardKind.DISTINCT, b.source, (a.source,))
         return ConstantVariable(False)
     if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
         return ConstantVariable(a.value is b.value)

@@ -805,3 +805,35 @@ def test_deleting_an_unbound_cell_raises_as_in_eager(capsys) -> None:
     compiled = bytegraph.compile(delete_unbound_cell, backend="eager")
     assert outcome(compiled, torch.ones(2)) == expected
     assert capsys.readouterr().out == printed == ""
+
+
+# -- one tensor passed for two arguments after a trace with two ----------------------------
+
+
+def branch_on_identity(x, y, t):  # seed 2001, index 242
+    out = x + y
+    if y is x:
+        out = out + t
+    return out
+
+
+def write_one_read_other(x, y):
+    x.add_(1)
+    return y * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn, extra", [(branch_on_identity, (torch.ones(2),)),
+                                       (write_one_read_other, ())],
+                         ids=["branch_on_identity", "write_one_read_other"])
+def test_one_tensor_for_two_arguments_after_a_trace_with_two(fn, extra, backend) -> None:
+    """``y is x`` folded to False, and a graph writing into ``x`` read ``y`` as another
+    tensor, with no guard that the two stay distinct: a later call passing one tensor for
+    both hit the entry (the branch not taken; under AOTAutograd, ``y``'s old value)."""
+    compiled = bytegraph.compile(fn, backend=backend)
+    x, y = torch.zeros(3, 2), torch.zeros(3, 2)
+    assert_same_value(compiled(x.clone(), y.clone(), *extra), fn(x.clone(), y.clone(), *extra))
+    eager_x, compiled_x = x.clone(), x.clone()
+    expected = fn(eager_x, eager_x, *extra)
+    assert_same_value(compiled(compiled_x, compiled_x, *extra), expected)
+    assert_same_value(compiled_x, eager_x)
