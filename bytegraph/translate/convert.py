@@ -56,8 +56,19 @@ from bytegraph.variables.torch_checks import checks_break
 
 
 def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The frame's initial locals for ``fn(*args, **kwargs)``, as CPython binds them."""
-    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    """The frame's initial locals for ``fn(*args, **kwargs)``, as CPython binds them.
+
+    The signature is read from the code and the defaults, never from a
+    ``__signature__`` attribute, which ``inspect.signature`` prefers even with
+    follow_wrapped=False: a function may advertise parameters that are not its
+    own (the kernels package gives a ``forward(self, *args, **kwargs)`` the
+    wrapped function's), and binding by them would trace with the wrong locals.
+    """
+    plain = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    plain.__kwdefaults__ = fn.__kwdefaults__
+    bound = inspect.signature(plain, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
