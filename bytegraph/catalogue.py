@@ -332,6 +332,12 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "set lookup runs that code a number of times the trace does not model",
        "key the dict by something hashed by identity or by a constant (obj.name, id(obj)), "
        "or do the lookup outside the compiled function"),
+    _E("B327", "object_id", "unsupported_value",
+       "id() of a value whose identity the trace cannot fix: an object made in the trace, a "
+       "tensor, a function made anew each call, a class reached without a source, or a "
+       "constant (id() of an object from the frame is folded, its identity guarded)",
+       "key by the object itself (a dict keyed by objects hashed by identity), or take the "
+       "id outside the compiled function"),
     # -- B4xx: operators -------------------------------------------------------------
     _E("B401", "op_failed_on_metadata", "operator_failed",
        "running the op on metadata-only (fake or meta) tensors failed: wrong shapes or "

@@ -83,6 +83,7 @@ from bytegraph.variables.object_builtins import (
     DataclassReplaceVariable,
     ObjectBuiltinVariable,
 )
+from bytegraph.variables.object_ids import ObjectIdFunctionVariable
 from bytegraph.variables.object_keys import wrap_frame_table
 from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
 from bytegraph.variables.profiler import ProfilerClassVariable, is_profiler_class
@@ -399,6 +400,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return DataclassReplaceVariable(source=source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source=source)
+    if value is id:
+        return ObjectIdFunctionVariable(source=source)
     if value is collections.deque:
         return DequeClassVariable(value, source=source)
     if value is sys.exc_info or value is sys.exception:

@@ -131,13 +131,13 @@ def _token(vt: VariableTracker) -> Any:
     if isinstance(vt, UserFunctionVariable):
         return vt.fn if vt.by_identity else None  # one made per call: no identity known
     if isinstance(vt, (UserDefinedObjectVariable, ObjectVariable)) and vt.source is not None:
-        return vt.value if _guarded_alias_free(vt) else None
+        return vt.value if guarded_alias_free(vt) else None
     if vt.source is None and vt.mutation_type is not None:
         return vt  # made in the trace: its VT is the object
     return None
 
 
-def _guarded_alias_free(vt: VariableTracker) -> bool:
+def guarded_alias_free(vt: VariableTracker) -> bool:
     """Whether the builder keeps this frame object's aliases apart (an identity guard, or
     one VT per object with DISTINCT guards): not one guarded by its type alone."""
     from bytegraph.variables.objects import ObjectVariable
