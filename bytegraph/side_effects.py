@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
+from bytegraph.body_stores import ABSENT, ScopeStores, unrestored
 from bytegraph.exc import Unsupported
 from bytegraph.random_draws import DrawPlan
 
@@ -79,7 +80,7 @@ class _GlobalKey:
 
 
 class SideEffects:
-    def __init__(self) -> None:
+    def __init__(self, add_guard: Any = None) -> None:
         self._contents: dict[_Key, Any] = {}
         self._attrs: dict[_Key, dict[str, Any]] = {}
         self._globals: dict[_GlobalKey, Any] = {}
@@ -91,6 +92,8 @@ class SideEffects:
         # New objects whose rebuild is under way (id -> temporary): a cycle reloads them.
         self.rebuilding: dict[int, str] = {}
         self.draws = DrawPlan()  # random-module draws the code makes before the graph
+        self._body_stores: list[ScopeStores] = []  # per body being traced, innermost last
+        self.add_guard = add_guard  # the OutputGraph's: what undone stores rely on is guarded
 
     def release(self) -> None:
         """The trace is over: let go of the frame's objects it tracked. A VT holds its
@@ -132,10 +135,34 @@ class SideEffects:
 
         outer = self.scope
         self.scope = CreationScope.current = outer + 1
+        self._body_stores.append(ScopeStores())
         try:
             yield
+            self._undo_body_stores(self._body_stores[-1])
         finally:
+            self._body_stores.pop()
             self.scope = CreationScope.current = outer
+
+    def _undo_body_stores(self, stores: ScopeStores) -> None:
+        """Put back the log as before the body, which undid its outside stores itself;
+        Unsupported if it left one changed (body_stores.py)."""
+        left = unrestored(self, stores, self.add_guard)
+        if left is not None:
+            vt, name = left
+            raise Unsupported(
+                "side_effect_in_higher_order_body",
+                f"mutation of {vt}, created outside the higher-order op being traced: "
+                f"attribute {name!r} set in the body and not set back before it ends",
+            )
+        for vt, name, before in stores.before.values():
+            attrs = self._attrs[_Key(vt)]
+            if before is ABSENT:
+                del attrs[name]
+            else:
+                attrs[name] = before
+            if not attrs:
+                del self._attrs[_Key(vt)]
+                self._order.remove(("attrs", _Key(vt)))
 
     def new_mutation(self, kind: type[MutationType]) -> MutationType:
         """The mutation type of a value created now (``ValueMutationNew``...)."""
@@ -154,6 +181,11 @@ class SideEffects:
                 f"mutation of {vt}, created outside the higher-order op being traced "
                 f"(created in scope {mutation.scope}, mutated in scope {self.scope})",
             )
+
+    def _outside_body(self, vt: VariableTracker) -> bool:
+        """Whether ``vt`` is an object created outside the body being traced."""
+        mutation = vt.mutation_type
+        return self.scope > TOP_SCOPE and mutation is not None and mutation.scope != self.scope
 
     def _check_global_write(self, name: str) -> None:
         if self.scope > TOP_SCOPE:
@@ -180,8 +212,11 @@ class SideEffects:
         return self._attrs.get(_Key(vt), {}).get(name)
 
     def store_attr(self, vt: VariableTracker, name: str, value: Any) -> None:
-        self.check_allowed_side_effect(vt)
         key = _Key(vt)
+        if self._outside_body(vt):  # allowed if the body undoes it (body_stores.py)
+            self._body_stores[-1].note(vt, name, self._attrs.get(key, {}).get(name, ABSENT))
+        else:
+            self.check_allowed_side_effect(vt)
         if key not in self._attrs:
             self._attrs[key] = {}
             self._order.append(("attrs", key))

@@ -48,7 +48,7 @@ class OutputGraph:
         # Frame tensors used as dict keys or set elements, each guarded distinct from the
         # earlier ones (variables/object_keys.py), by source.
         self.keyed_tensors: dict[Source, Any] = {}
-        self.side_effects = SideEffects()
+        self.side_effects = SideEffects(self.add_guard)
         self.uses_default_device = False  # a factory followed torch.get_default_device()
         self._cells: dict[int, Any] = {}
         self._input_bases: set[int] = set()  # ids of the meta tensors inputs are views of

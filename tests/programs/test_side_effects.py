@@ -816,11 +816,13 @@ def test_scope_check_refuses_mutation_of_outer_values() -> None:
             assert info.value.kind == "side_effect"
         obj = ListVariable((), mutation_type=AttributeMutationExisting(0))
         with pytest.raises(Unsupported):
-            side_effects.store_attr(obj, "x", obj)
-        with pytest.raises(Unsupported):
             side_effects.store_global({}, "G", obj)
         nested_obj = ListVariable((), mutation_type=side_effects.new_mutation(AttributeMutationNew))
         side_effects.store_attr(nested_obj, "x", obj)
+    assert side_effects.scope == 1
+    # An outer attribute store is refused when the body ends without undoing it.
+    with pytest.raises(Unsupported), side_effects.enter_scope():
+        side_effects.store_attr(obj, "x", obj)
     assert side_effects.scope == 1
     side_effects.set_contents(outer_new, (outer_new,))  # back at top level
 
