@@ -13,6 +13,11 @@ the same variants of it, each wrapped in DDP with the same ``bucket_cap_mb``:
 - ``torch.compile``: DDP(torch.compile(model)), whose DDP optimizer splits the
   same way.
 
+With ``--fsdp``, the model is sharded with FSDP2's ``fully_shard`` on every
+Linear and at the root instead, and the variants are ``fsdp`` (uncompiled),
+``bytegraph`` (compile(model): each layer's forward a graph, FSDP's
+all-gathers and reduce-scatters in its hooks) and ``torch.compile``.
+
 A step is forward, loss, backward (with DDP's all-reduce), SGD step. After
 warm-up steps (which compile), the variants take turns for ``--rounds``
 rounds of ``--steps`` steps each, so a change in machine load falls on all of
@@ -20,7 +25,7 @@ them; the figure is the median step time over rounds, measured on rank 0
 between barriers. The ratio column is over uncompiled DDP.
 
 Run: ``python bench/ddp.py [--backend aot_eager|inductor] [--layers 8] [--width 1024]
-[--batch 64] [--bucket-cap-mb 4] [--rounds 5] [--steps 5] [--out results.json]``
+[--batch 64] [--bucket-cap-mb 4] [--rounds 5] [--steps 5] [--fsdp] [--out results.json]``
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 VARIANTS = ("ddp", "bytegraph split", "bytegraph one graph", "torch.compile")
+FSDP_VARIANTS = ("fsdp", "bytegraph", "torch.compile")
 
 
 def make_model(args: argparse.Namespace) -> torch.nn.Module:
@@ -66,11 +72,29 @@ class Pieces:
         return self.inner(gm, example_inputs)
 
 
+def shard(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2: ``fully_shard`` on every Linear and at the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    return fully_shard(model)
+
+
 def build(variant: str, args: argparse.Namespace) -> tuple[torch.nn.Module, Any]:
     import bytegraph
 
     model = make_model(args)
     pieces = None
+    if args.fsdp:
+        model = shard(model)
+        if variant == "bytegraph":
+            pieces = Pieces(args.backend)
+            return bytegraph.compile(model, backend=pieces), pieces
+        if variant == "torch.compile":
+            return torch.compile(model, backend=args.backend), None
+        return model, None
     if variant.startswith("bytegraph"):
         pieces = Pieces(args.backend)
         model = bytegraph.compile(model, backend=pieces)
@@ -97,7 +121,8 @@ def run_rank(rank: int, world: int, store: str, args: argparse.Namespace, out: A
     x = torch.randn(args.batch, args.width, generator=torch.Generator().manual_seed(rank))
     target = torch.randn(args.batch, 8, generator=torch.Generator().manual_seed(100 + rank))
     runs = {}
-    for variant in VARIANTS:
+    variants = FSDP_VARIANTS if args.fsdp else VARIANTS
+    for variant in variants:
         bytegraph.config.optimize_ddp = variant != "bytegraph one graph"
         model, pieces = build(variant, args)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -110,7 +135,7 @@ def run_rank(rank: int, world: int, store: str, args: argparse.Namespace, out: A
             "warmup_s": time.perf_counter() - started,
         }
     for _ in range(args.rounds):
-        for variant in VARIANTS:
+        for variant in variants:
             run = runs[variant]
             dist.barrier()
             started = time.perf_counter()
@@ -127,9 +152,10 @@ def run_rank(rank: int, world: int, store: str, args: argparse.Namespace, out: A
 
 
 def report(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    base = statistics.median(results["ddp"]["times"])
+    base = statistics.median(results["fsdp" if args.fsdp else "ddp"]["times"])
     rows = {}
-    print(f"{'variant':<22}{'step ms':>9}{'vs ddp':>8}{'graphs':>8}{'warm-up s':>11}")
+    first = "vs fsdp" if args.fsdp else "vs ddp"
+    print(f"{'variant':<22}{'step ms':>9}{first:>8}{'graphs':>8}{'warm-up s':>11}")
     for variant, run in results.items():
         median = statistics.median(run["times"])
         rows[variant] = {**run, "median_ms": median * 1e3, "ratio": median / base}
@@ -154,6 +180,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    parser.add_argument("--fsdp", action="store_true",
+                        help="FSDP2 (fully_shard per Linear and at the root) instead of DDP")
     parser.add_argument("--out", help="write the figures to this JSON file")
     args = parser.parse_args()
     context = mp.get_context("spawn")
