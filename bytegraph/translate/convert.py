@@ -51,6 +51,7 @@ from bytegraph.variables.generators import (
     refuse_abandoned_generators,
     release_generator_frames,
 )
+from bytegraph.variables.materialize_grads import check_dropped_outputs
 from bytegraph.variables.tensor_attributes import keep_leaf_flags
 from bytegraph.variables.torch_checks import checks_break
 
@@ -277,6 +278,7 @@ def _compile(
         tensors = reachable_tensors(roots, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
+        check_dropped_outputs(gm)
         pending = _PendingGraph()
     on_error = None
     if gm is not None:

@@ -45,6 +45,7 @@ import torch.fx
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
 from bytegraph.side_effects import DELETED
+from bytegraph.variables.autograd_function_inline import apply_inline, records_nothing
 from bytegraph.variables.base import (
     AttributeMutationNew,
     BoundMethodVariable,
@@ -59,6 +60,7 @@ from bytegraph.variables.higher_order import (
     install,
     speculate,
 )
+from bytegraph.variables.materialize_grads import mark_dropped, none_gradients
 from bytegraph.variables.objects import ClassVariable
 from bytegraph.variables.tensor import TensorVariable, unknown_layout
 
@@ -158,6 +160,7 @@ class _Trace:
     outputs: tuple[TensorVariable, ...]
     backward: Body
     grads: tuple[VariableTracker, ...]  # what backward returned, one per input
+    dropped: frozenset[int]  # outputs assumed never used (materialize_grads.py)
 
 
 def _apply(
@@ -166,12 +169,9 @@ def _apply(
 ) -> VariableTracker:
     name = cls.__qualname__
     tensors = [a for a in args if isinstance(a, TensorVariable)]
-    grad_enabled = torch.is_grad_enabled()
-    if not grad_enabled:
-        return _apply_without_grad(tx, cls, forward, setup, args)
-    needs_grad = tuple(
-        grad_enabled and isinstance(a, TensorVariable) and a.example.requires_grad for a in args
-    )
+    if records_nothing(args):
+        return apply_inline(tx, cls, forward, setup, args)
+    needs_grad = tuple(isinstance(a, TensorVariable) and a.example.requires_grad for a in args)
     found: list[_Trace] = []
 
     def run_forward(body_inputs: list[VariableTracker]) -> VariableTracker:
@@ -185,23 +185,32 @@ def _apply(
             else:
                 result = forward.call_function(tx, call_args, {})
                 setup.call_function(tx, [ctx, TupleVariable(tuple(call_args)), result], {})
-            outputs = _forward_outputs(tx, result, name)
+            items = _forward_outputs(tx, result, name)
+            outputs = [i for i in items if isinstance(i, TensorVariable)]
+            none, dropped = set(), set()
+            if not ctx.materializes_grads(tx):
+                none, dropped = none_gradients(
+                    tx, outputs, ctx.non_differentiable(tx, tuple(outputs)), name)
             grad_inputs = [(o, input_example(tx.output, o.example)) for o in outputs]
             returned: list[VariableTracker] = []
 
             def run_backward(grads: list[VariableTracker]) -> VariableTracker:
+                given = iter(_none_where(grads, none))
+                user_grads = [next(given) if isinstance(i, TensorVariable)
+                              else ConstantVariable(None) for i in items]
                 token = unknown_layout.set(
                     f"in {name}.backward: its gradients' layout is autograd's at run time"
                 )
                 try:
-                    value = backward.call_function(tx, [ctx, *grads], {})
+                    value = backward.call_function(tx, [ctx, *user_grads], {})
                 finally:
                     unknown_layout.reset(token)
                 returned.append(value)
                 return value
 
             body = speculate(tx, f"{name}.backward", grad_inputs, run_backward)
-        found.append(_Trace(ctx, tuple(outputs), body, _gradients(tx, returned[0], args, name)))
+        found.append(_Trace(ctx, tuple(outputs), body, _gradients(tx, returned[0], args, name),
+                            frozenset(dropped)))
         return result
 
     fwd = speculate(tx, f"{name}.forward", [(t, input_example(tx.output, t.example))
@@ -209,9 +218,8 @@ def _apply(
     (trace,) = found
     saved = _wire(fwd, trace, args)
     non_differentiable = trace.ctx.non_differentiable(tx, trace.outputs)
-    differentiable = grad_enabled and any(t.example.requires_grad for t in tensors)
     requires_grad = [
-        differentiable and i not in non_differentiable
+        i not in non_differentiable
         and (o.example.is_floating_point() or o.example.is_complex())
         for i, o in enumerate(trace.outputs)
     ]
@@ -226,46 +234,34 @@ def _apply(
          "saved_for_backward_idx": [i for i, n in enumerate(saved) if n in saved_nodes]},
         trace.outputs, requires_grad,
     )
+    mark_dropped(tx, results, trace.dropped, name)
     return fwd.rebuild(results)
 
 
-def _apply_without_grad(
-    tx: Tx, cls: type, forward: VariableTracker, setup: VariableTracker | None,
-    args: list[VariableTracker],
-) -> VariableTracker:
-    """``Fn.apply`` under no_grad: eager runs the forward (and ``setup_context``) and
-    never the backward, so the forward's ops go straight into the graph (as
-    torch.compile records them), and the backward is not traced at all."""
-    ctx = CtxVariable(cls, tuple(False for _ in args),
-                      mutation_type=tx.output.side_effects.new_mutation(AttributeMutationNew))
-    if setup is None:
-        result = forward.call_function(tx, [ctx, *args], {})
-    else:
-        result = forward.call_function(tx, args, {})
-        setup.call_function(tx, [ctx, TupleVariable(tuple(args)), result], {})
+def _forward_outputs(tx: Tx, result: VariableTracker, name: str) -> list[VariableTracker]:
+    """What ``forward`` returned, as a list: one tensor, or a tuple of new tensors and
+    constants (ints, bools, None: eager hands their gradient to backward as None)."""
     items = [result] if isinstance(result, TensorVariable) else None
-    if isinstance(result, TupleVariable):
+    if isinstance(result, TupleVariable) and result.tuple_type is tuple:
         items = list(result.items_now(tx))
-    if not items or not all(isinstance(i, TensorVariable) and i.source is None for i in items):
-        # eager hands back a new alias of a returned input, not the input itself
-        raise Unsupported("higher_order_call", f"{cls.__qualname__}.forward returned {result}: "
-                          "traced, a forward returns new tensors")
-    return result
-
-
-def _forward_outputs(tx: Tx, result: VariableTracker, name: str) -> list[TensorVariable]:
-    """The tensors ``forward`` returned: one tensor or a tuple of them, each new."""
-    items = [result] if isinstance(result, TensorVariable) else None
-    if isinstance(result, TupleVariable):
-        items = list(result.items_now(tx))
-    if not items or not all(isinstance(i, TensorVariable) for i in items):
+    if not items or not all(isinstance(i, TensorVariable) or _is_constant_output(i)
+                            for i in items):
         raise Unsupported("higher_order_call", f"{name}.forward returned {result}: a traced "
-                          "forward returns a tensor or a tuple of tensors")
+                          "forward returns a tensor or a tuple of tensors and constants")
     tracer = tx.output.tracer
-    if not all(tracer.owns(i.example) for i in items):
+    if not all(tracer.owns(i.example) for i in items if isinstance(i, TensorVariable)):
         raise Unsupported("higher_order_call", f"{name}.forward returns one of its inputs (or a "
                           "view of a tensor from outside) instead of a new tensor")
     return items
+
+
+def _is_constant_output(vt: VariableTracker) -> bool:
+    """A non-tensor output the op's result rebuilds as is (``flatten_result``'s)."""
+    return isinstance(vt, ConstantVariable) and (vt.value is None or type(vt.value) in (int, bool))
+
+
+def _none_where(grads: list[VariableTracker], none: set[int]) -> list[VariableTracker]:
+    return [ConstantVariable(None) if i in none else g for i, g in enumerate(grads)]
 
 
 def _gradients(
@@ -363,13 +359,16 @@ class CtxVariable(VariableTracker):
             marked = self._load(tx, "non_differentiable")
             before = () if marked is None else marked.items
             side_effects.store_attr(self, "non_differentiable", TupleVariable(before + tuple(args)))
-        elif name == "set_materialize_grads" and len(args) == 1:
-            if args[0].as_python_constant() is not True:
-                raise Unsupported("higher_order_call", "ctx.set_materialize_grads(False): the "
-                                  "backward is traced with zero gradients for unused outputs")
+        elif name == "set_materialize_grads" and len(args) == 1 and args[0].is_python_constant():
+            side_effects.store_attr(self, "materialize_grads",
+                                    ConstantVariable(bool(args[0].as_python_constant())))
         else:
             raise Unsupported("higher_order_call", f"ctx.{name}() in a traced autograd.Function")
         return ConstantVariable(None)
+
+    def materializes_grads(self, tx: Tx) -> bool:
+        flag = self._load(tx, "materialize_grads")
+        return True if flag is None else flag.as_python_constant()
 
     def non_differentiable(self, tx: Tx, outputs: tuple[TensorVariable, ...]) -> set[int]:
         marked = self._load(tx, "non_differentiable")
