@@ -262,3 +262,139 @@ def test_classmethod_forward_and_backward(backend: str) -> None:
     sent the frame to Python)."""
     counting = check(classmethod_apply, (torch.randn(4, requires_grad=True),), backend)
     assert autograd_function_apply in counting.targets()
+
+
+# -- forms torch.compile traces whole (issue 22) ----------------------------------------
+class DropsUnusedGradient(torch.autograd.Function):
+    """``set_materialize_grads(False)``: the backward gets None for an output whose
+    gradient autograd did not compute, and tells it from zeros."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, grad_sin, grad_cos):
+        if grad_cos is None:
+            return grad_sin * 3
+        if grad_sin is None:
+            return grad_cos * 5
+        return grad_sin + grad_cos
+
+
+def first_of_two(x):
+    a, _b = DropsUnusedGradient.apply(x)
+    return a * 2
+
+
+def second_of_two(x):
+    _a, b = DropsUnusedGradient.apply(x * 1)
+    return b + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [first_of_two, second_of_two])
+def test_unmaterialized_gradient_of_a_dropped_output_is_none(backend: str, fn) -> None:
+    """Eager's backward sees None for the dropped output (3x or 5x the gradient); the op
+    hands zeros, so a backward traced with a tensor there gave 1x."""
+    counting = check(fn, (torch.randn(4, requires_grad=True),), backend)
+    assert autograd_function_apply in counting.targets()
+
+
+def both_used(x):
+    a, b = DropsUnusedGradient.apply(x)
+    return a * 2, b
+
+
+def unpacked_elsewhere(x):
+    first, _second = list(map(DropsUnusedGradient.apply, [x, x * 2]))
+    return first[0] + first[1]
+
+
+@pytest.mark.parametrize("fn", [both_used, unpacked_elsewhere])
+def test_unmaterialized_gradients_of_used_outputs_break_at_apply(fn) -> None:
+    """Two outputs that live on: which gradients are None is known only when backward
+    runs (eager: None for ``b`` when the loss ignores it). ``unpacked_elsewhere`` unpacks
+    a list of results into a dead local, not the outputs: the check when the graph is
+    finished refuses it. Either way ``apply`` runs as Python, with eager's gradient."""
+    x = torch.randn(4, requires_grad=True)
+    error = refused(fn, x)
+    assert "set_materialize_grads(False)" in error.detail
+    compiled = bytegraph.compile(fn, backend="eager")
+    grads = []
+    for run in (fn, compiled):
+        a = x.detach().clone().requires_grad_()
+        out = run(a)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+class ReturnsMarkedInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            ctx.save_for_backward(x)
+            ctx.mark_non_differentiable(x)
+            return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def returns_marked_input(x):
+    return ReturnsMarkedInput.apply(x) + 1
+
+
+def returns_marked_input_as_is(x):
+    return ReturnsMarkedInput.apply(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_returned_where_no_input_requires_grad(backend: str) -> None:
+    """No tensor argument requires grad: eager runs the forward under no_grad and hands a
+    returned input back as a new view of it; the forward is inlined (no op node)."""
+    counting = check(returns_marked_input, (torch.randn(3),), backend)
+    assert autograd_function_apply not in counting.targets()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_returned_input_is_an_alias_as_in_eager(grad: bool) -> None:
+    """A view (no grad) or, under no_grad for an input that requires grad, a detached
+    alias: never the input itself; a write through it reaches the input."""
+    x = torch.randn(3, requires_grad=grad)
+    compiled = bytegraph.compile(returns_marked_input_as_is, backend="eager", fullgraph=True)
+    seen = []
+    for run in (returns_marked_input_as_is, compiled):
+        a = x.detach().clone().requires_grad_(grad)
+        with torch.no_grad():
+            out = run(a)
+            out.add_(1)
+        seen.append((out is a, out._base is a, out.requires_grad, a.detach().clone()))
+    assert seen[1][:3] == seen[0][:3]
+    torch.testing.assert_close(seen[1][3], seen[0][3])
+
+
+class NonTensorOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin(), 4
+
+    @staticmethod
+    def backward(ctx, grad, grad_of_int):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos() if grad_of_int is None else grad * 0
+
+
+def non_tensor_output(x):
+    y, n = NonTensorOutput.apply(x)
+    return y * n
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_tensor_output_and_its_none_gradient(backend: str) -> None:
+    counting = check(non_tensor_output, (torch.randn(3, requires_grad=True),), backend)
+    assert autograd_function_apply in counting.targets()

@@ -41,6 +41,21 @@ def test_program(prog: HopProgram) -> None:
     assert len(backend.graphs) == prog.graphs, f"{len(backend.graphs)} graphs"
 
 
+# Programs where bytegraph compiled one graph but broke inside it while torch.compile
+# traces them whole (issue 22): pinned whole, under fullgraph=True.
+WHOLE = ("function_set_materialize_grads", "function_mark_non_differentiable_input",
+         "function_non_tensor_output")
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_program_traced_whole(name: str) -> None:
+    (prog,) = [p for p in PROGRAMS if p.name == name]
+    expected = observe(prog, prog.fn)
+    actual = observe(prog, bytegraph.compile(prog.fn, backend="eager", fullgraph=True))
+    assert actual.error is None, actual.error
+    assert compare(actual, expected) is None
+
+
 def test_op_counts_include_subgraph_bodies() -> None:
     """bench/'s counts with bodies: the cond node's two branches are counted too."""
     from bench.counting import op_count
