@@ -312,12 +312,31 @@ def unpacked_elsewhere(x):
     return first[0] + first[1]
 
 
-@pytest.mark.parametrize("fn", [both_used, unpacked_elsewhere])
+class OneTensorTwice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        y = x.sin()
+        return y, y
+
+    @staticmethod
+    def backward(ctx, grad_first, grad_second):
+        return grad_first * 3 if grad_second is None else grad_second * 5
+
+
+def one_tensor_twice(x):
+    a, _b = OneTensorTwice.apply(x)
+    return a * 2
+
+
+@pytest.mark.parametrize("fn", [both_used, unpacked_elsewhere, one_tensor_twice])
 def test_unmaterialized_gradients_of_used_outputs_break_at_apply(fn) -> None:
     """Two outputs that live on: which gradients are None is known only when backward
     runs (eager: None for ``b`` when the loss ignores it). ``unpacked_elsewhere`` unpacks
     a list of results into a dead local, not the outputs: the check when the graph is
-    finished refuses it. Either way ``apply`` runs as Python, with eager's gradient."""
+    finished refuses it. ``one_tensor_twice``: the dropped name holds the used tensor,
+    whose gradient eager hands in the second slot. Either way ``apply`` runs as Python,
+    with eager's gradient."""
     x = torch.randn(4, requires_grad=True)
     error = refused(fn, x)
     assert "set_materialize_grads(False)" in error.detail
@@ -398,3 +417,39 @@ def non_tensor_output(x):
 def test_non_tensor_output_and_its_none_gradient(backend: str) -> None:
     counting = check(non_tensor_output, (torch.randn(3, requires_grad=True),), backend)
     assert autograd_function_apply in counting.targets()
+
+
+class CubeForTransforms(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x ** 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x ** 2
+
+
+def grad_of_cube(x):
+    return torch.func.grad(lambda a: CubeForTransforms.apply(a).sum())(x)
+
+
+def per_sample_grad_of_cube(x):
+    return torch.func.vmap(torch.func.grad(lambda a: CubeForTransforms.apply(a).sum()))(x)
+
+
+@pytest.mark.parametrize("fn", [grad_of_cube, per_sample_grad_of_cube])
+def test_inside_a_transform_an_input_not_requiring_grad_is_still_differentiated(fn) -> None:
+    """In a torch.func.grad body the input's example does not require grad, yet the
+    transform differentiates ``apply``: inlining the forward there (the rule for the
+    frame's own graph) gave zero gradients."""
+    counting = check(fn, (torch.randn(3),))
+    bodies = [m for g in counting.graphs for m in g.modules()
+              if isinstance(m, torch.fx.GraphModule)]
+    assert any(n.target is autograd_function_apply for m in bodies for n in m.graph.nodes)

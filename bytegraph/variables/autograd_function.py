@@ -24,13 +24,17 @@ AOTAutograd and Inductor run and differentiate it like the original.
    one gradient per input of ``fwd`` (None for non-tensor arguments and for
    the forward's free variables, which eager does not differentiate either).
 
-Under no_grad the forward is inlined into the graph and the backward, which
-eager never runs there, is not traced.
+Under no_grad, or when no tensor argument requires grad, the forward is
+inlined into the graph and the backward, which eager never runs there, is not
+traced (``autograd_function_inline.py``). A forward may return constants
+beside its tensors (the backward gets None for them); with
+``ctx.set_materialize_grads(False)`` the backward is traced with None where
+eager hands None (``materialize_grads.py``).
 
 Anything the trace cannot follow in either method (a data-dependent branch,
-``mark_dirty``, ``set_materialize_grads(False)``, a forward returning its
-input) is an Unsupported with the inner reason: ``apply`` then runs in Python
-at a graph break, never with a gradient that differs from eager's.
+``mark_dirty``, a forward returning its input while autograd records it) is
+an Unsupported with the inner reason: ``apply`` then runs in Python at a
+graph break, never with a gradient that differs from eager's.
 """
 
 from __future__ import annotations
@@ -169,9 +173,10 @@ def _apply(
 ) -> VariableTracker:
     name = cls.__qualname__
     tensors = [a for a in args if isinstance(a, TensorVariable)]
-    if records_nothing(args):
+    if records_nothing(tx, args):
         return apply_inline(tx, cls, forward, setup, args)
     needs_grad = tuple(isinstance(a, TensorVariable) and a.example.requires_grad for a in args)
+    nested = tx.output.tracer.parent is not None
     found: list[_Trace] = []
 
     def run_forward(body_inputs: list[VariableTracker]) -> VariableTracker:
@@ -190,7 +195,7 @@ def _apply(
             none, dropped = set(), set()
             if not ctx.materializes_grads(tx):
                 none, dropped = none_gradients(
-                    tx, outputs, ctx.non_differentiable(tx, tuple(outputs)), name)
+                    tx, outputs, ctx.non_differentiable(tx, tuple(outputs)), name, nested)
             grad_inputs = [(o, input_example(tx.output, o.example)) for o in outputs]
             returned: list[VariableTracker] = []
 

@@ -18,6 +18,11 @@ when grad mode is on and some tensor argument requires grad. Otherwise
    is not a view (eager then detaches it in place: refused); non-tensor items
    (ints, None, bools) come back as they are, in a new plain tuple.
 
+"No tensor argument requires grad" is read from the examples of the frame's
+own graph only: inside a body (``torch.func.grad``'s, say) an example that
+does not require grad may still be differentiated by the op around the body,
+so there the op node is recorded as before.
+
 torch.compile inlines the forward in the same two cases; the backward is not
 traced at all, so a backward bytegraph cannot trace costs nothing here.
 """
@@ -39,11 +44,15 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 
-def records_nothing(args: list[VariableTracker]) -> bool:
+def records_nothing(tx: Tx, args: list[VariableTracker]) -> bool:
     """Whether eager's ``apply`` leaves autograd out: grad off, or no tensor argument
-    requiring grad."""
+    requiring grad. The second is read only in the frame's own graph: inside a body (a
+    torch.func transform's above all) an input's example does not say whether the op
+    around the body differentiates it."""
     if not torch.is_grad_enabled():
         return True
+    if tx.output.tracer.parent is not None:
+        return False
     return not any(isinstance(a, TensorVariable) and a.example.requires_grad for a in args)
 
 

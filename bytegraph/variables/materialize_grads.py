@@ -16,11 +16,20 @@ runs at all:
    computes no gradient for it. The assumption is checked when the graph is
    finished (``check_dropped_outputs``): the output's node must have no user
    (no op, no body, not a graph output); if it has one, the trace is refused
-   at the call, never compiled with a backward eager would not run;
+   at the call, never compiled with a backward eager would not run. The
+   outputs must be distinct tensors: one returned twice takes the gradient of
+   either use in its last slot;
 3. if exactly one other output is left, it gets a tensor: the backward runs
-   only when some output's gradient was computed, and then it is this one's;
+   when this output's gradient was computed. (Autograd also runs it with no
+   gradient at all when a later backward returns None for a tensor that
+   requires grad; eager then hands all None, the op zeros. That later None
+   already reaches a graph compiled by AOTAutograd as zeros, whatever the graph
+   holds.)
 4. if two or more are left, which of them carry a gradient is decided only
    when the backward runs: Unsupported (``apply`` runs in Python).
+
+Inside a higher-order op's body (a torch.func transform's, a checkpoint's) the op
+around it decides what the backward gets: refused there.
 
 torch.compile traces the backward with a tensor for every output (the op
 materializes zeros), which differs from eager for a backward that tells None
@@ -48,9 +57,18 @@ _DROPPED = "bytegraph_dropped_output"  # node meta: (step, index, what) of the a
 
 def none_gradients(
     tx: Tx, outputs: list[TensorVariable], non_differentiable: set[int], name: str,
+    nested: bool,
 ) -> tuple[set[int], set[int]]:
     """The outputs whose gradient the backward gets as None, and those of them assumed
-    dropped by the program (to check with ``mark_dropped``)."""
+    dropped by the program (to check with ``mark_dropped``). ``nested``: ``apply`` was
+    called inside a body, where a transform around it (torch.func) decides what the
+    backward gets: refused."""
+    if nested:
+        raise Unsupported("higher_order_call", f"ctx.set_materialize_grads(False) in {name}, "
+                          "called inside a higher-order op's body")
+    if len({o.node for o in outputs}) != len(outputs):
+        raise Unsupported("higher_order_call", f"ctx.set_materialize_grads(False) in {name}, "
+                          "whose forward returns one tensor as two outputs")
     never = {
         i for i, o in enumerate(outputs)
         if i in non_differentiable
