@@ -147,6 +147,8 @@ def child(system: str, program: str, memory: bool) -> dict[str, Any]:
     figures["new_modules"] = len(set(sys.modules) - before)
     figures["heavy_before"] = loaded_before
     figures["heavy_after"] = [m for m in HEAVY if m in sys.modules and m not in loaded_before]
+    if "bytegraph" in sys.modules:
+        figures["bytegraph_file"] = sys.modules["bytegraph"].__file__
     return figures
 
 
@@ -155,9 +157,11 @@ def child(system: str, program: str, memory: bool) -> dict[str, Any]:
 
 def spawn(system: str, program: str, memory: bool = False) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               PYTHONWARNINGS="ignore")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The checkout's bytegraph, not whichever one the interpreter has installed.
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               PYTHONWARNINGS="ignore", PYTHONPATH=os.pathsep.join(
+                   p for p in (root, os.environ.get("PYTHONPATH")) if p))
     args = [sys.executable, os.path.abspath(__file__), "--child", system, program]
     done = subprocess.run(args + (["--child-memory"] if memory else []), env=env, cwd=root,
                           capture_output=True, text=True, check=False)

@@ -13,6 +13,10 @@ inline_depth_limit: int = 32
 memoize_metadata: bool = True
 """Answer repeated ops on tensors of the same metadata from a memo."""
 
+shape_rules: bool = True
+"""Answer the simplest forms of frequent ops (linear, conv2d, relu...) by bytegraph's own
+shape rules (``graph/shape_rules.py``) instead of torch's Python meta kernels."""
+
 strict: bool = False
 """Raise a bytegraph bug met while compiling (as ``InternalError``) instead of
 warning once and running the function as plain Python. The test suite sets it."""

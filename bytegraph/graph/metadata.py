@@ -38,6 +38,7 @@ import torch
 
 from bytegraph import config
 from bytegraph.exc import Unsupported
+from bytegraph.graph import shape_rules
 
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -117,6 +118,9 @@ def _non_leaf_meta(real: torch.Tensor) -> torch.Tensor:
 
 def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``target`` on meta tensors; the meta result (tensors, tuples, ...)."""
+    inferred = shape_rules.infer(kind, target, args, kwargs) if config.shape_rules else None
+    if inferred is not None:
+        return _inferred_tensor(inferred)
     op = (kind, target)
     key = None
     if config.memoize_metadata and _worth_memoizing.get(op, True):
@@ -133,6 +137,12 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
     if key is not None and _is_fresh_result(result, args, kwargs):
         _memo[key] = _specs(result)
     return result
+
+
+def _inferred_tensor(inferred: shape_rules.Inferred) -> torch.Tensor:
+    shape, dtype, grad = inferred
+    strides = shape_rules.contiguous_strides(shape)
+    return TensorSpec(shape, strides, 0, dtype, grad, not grad).build()
 
 
 def run_fake(
