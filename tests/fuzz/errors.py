@@ -119,6 +119,18 @@ GENERATORS: list[Template] = [
     ("out = out + sum(gen_break({0}))", "T"),
     ("out = out + next(gen_guard({0}, {1} % 3), x)", "TI"),
     ("g$ = gen_acc({0}, {1})\nnext(g$)\ng$.close()\nacc.append(next(g$, 'done'))", "TI"),
+    # started in the trace, then live across a break, returned or kept for the next call
+    ("g$ = gen_rows({0})\nout = out + next(g$)\nbytegraph.graph_break()\nout = out + next(g$, x)",
+     "T"),
+    ("g$ = gen_log({0}, 4)\nout = out + next(g$)\nprint('paused')\nout = out + g$.send(None)\n"
+     "acc.append(len(list(g$)))", "T"),
+    ("g$ = gen_more({0}, {1})\nout = out + next(g$)\nbytegraph.graph_break()\nout = out + sum(g$)",
+     "TI"),
+    ("g$ = gen_log({0}, 3)\nnext(g$)\nacc.append(g$)", "T"),
+    ("if 'gen' in GD:\n    out = out + next(GD['gen'], x)\nGD['gen'] = gen_log({0}, 5)\n"
+     "out = out + next(GD['gen'])", "T"),
+    ("g$ = gen_acc({0}, {1})\nout = out + next(g$)\nGD['acc'] = g$", "TI"),
+    ("g$ = gen_more({0}, 2)\nout = out + next(g$)\nacc.append(g$)", "T"),
 ]
 GENERATORS_ANY: list[Template] = [
     ("t$ = sum(gen_guard({0}, 3))", "T"), ("t$ = sum(gen_delegate({0}, {1} % 3))", "TI"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import inspect
 import io
 import linecache
 import os
@@ -120,6 +121,8 @@ def normalize(value: Any, memo: dict[int, Any]) -> Any:
         return (type(value).__qualname__, *(normalize(v, memo) for v in value))
     if isinstance(value, BaseException):
         return exception_record(value, memo)
+    if isinstance(value, types.GeneratorType):  # where it is paused: its state and name
+        return ("generator", value.__qualname__, inspect.getgeneratorstate(value))
     if isinstance(value, (type, types.FunctionType, types.MethodType)):
         return f"<{type(value).__name__} {getattr(value, '__qualname__', '?')}>"
     if hasattr(value, "__dict__") and not isinstance(value, types.ModuleType):
