@@ -134,7 +134,7 @@ def test_a_form_the_rules_do_not_model_goes_to_the_meta_kernel(name) -> None:
     assert shape_rules.infer(*REFUSED[name]) is None
 
 
-def test_no_rule_under_a_function_mode_or_inference_mode() -> None:
+def test_no_rule_under_a_function_mode_inference_mode_or_autocast() -> None:
     kind, target, args, kwargs = ACCEPTED["linear"](False)
 
     class Mode(torch.overrides.TorchFunctionMode):
@@ -145,6 +145,21 @@ def test_no_rule_under_a_function_mode_or_inference_mode() -> None:
         assert shape_rules.infer(kind, target, args, kwargs) is None
     with torch.inference_mode():
         assert shape_rules.infer(kind, target, args, kwargs) is None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert shape_rules.infer(kind, target, args, kwargs) is None
+
+
+def test_no_rule_inside_a_functorch_transform() -> None:
+    """A vmap body's tensors are meta tensors whose shape is one example's: the meta
+    kernel gives a batched result, a rule would give an unbatched one."""
+    seen = []
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        seen.append(shape_rules.infer("call_function", torch.relu, (x,), {}))
+        return torch.relu(x)
+
+    torch.func.vmap(body)(t(3, 4))
+    assert seen == [None]
 
 
 class SmallCNN(nn.Module):

@@ -12,7 +12,8 @@ Each rule accepts only the simplest form of its op and refuses the rest:
 
 - every tensor argument a plain meta tensor of one floating dtype, with no size 0,
   and the main input laid out contiguously (so the result is contiguous too);
-- no torch function or dispatch mode active, no inference mode;
+- no torch function or dispatch mode, functorch transform (a vmap body's tensors
+  are meta tensors of another shape), autocast or inference mode active;
 - the result requires grad exactly when grad mode is on and an input requires it
   (then it is no leaf, as an op's result is).
 
@@ -56,9 +57,12 @@ def infer(kind: str, target: Any, args: tuple, kwargs: dict) -> Inferred | None:
 
 
 def _plain_context() -> bool:
+    """No mode, transform or autocast that could change what the op gives."""
     return (
         torch._C._len_torch_function_stack() == 0
         and torch._C._len_torch_dispatch_stack() == 0
+        and torch._C._functorch.maybe_current_level() is None  # vmap, grad... bodies
+        and not torch._C._is_any_autocast_enabled()
         and not torch.is_inference_mode_enabled()
     )
 
@@ -76,6 +80,7 @@ def _plain(t: Any, dtype: torch.dtype | None = None, contiguous: bool = False) -
     return (
         type(t) is torch.Tensor
         and t.is_meta
+        and not torch._C._functorch.is_functorch_wrapped_tensor(t)  # batched: other shape
         and t.layout == torch.strided
         and t.dtype in _FLOATS
         and (dtype is None or t.dtype == dtype)
