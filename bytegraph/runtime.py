@@ -12,9 +12,11 @@ would do at that call:
 * an nn.Module whose class keeps ``nn.Module.__call__``: a caller of the
   class's compiled ``forward``, one per class (a module is guarded by its
   type, so layers of one class share entries), torch.nn's own modules
-  included (``nn.Sequential`` of user blocks, as torch.compile compiles
-  torch.nn frames); at the call it runs the module as it is if the module
-  has hooks, a ``forward`` of its own or jit tracing is on;
+  included (``nn.Sequential`` of user blocks); at the call it runs the module
+  as it is if it has a ``forward`` of its own or jit tracing is on, and so is
+  a torch.nn module with no submodules and no hooks (an ``nn.ELU`` called from
+  a loop run as Python): torch.compile never starts a frame in torch.nn but
+  for a module with hooks, and a graph of one op is only overhead;
 * a function torch.compiler.disable(recursive=False) marked: its own code run
   as Python with its call sites routed, so what it calls is compiled;
 * anything else (builtins, classes, torch and standard-library functions,
@@ -193,6 +195,7 @@ def _class_attribute(kind: type, name: str) -> Any:
 def _module_caller(kind: type, forward: types.FunctionType, compiled: Any) -> Callable[..., Any]:
     tracing_state = torch._C._get_tracing_state
     module_call = nn.Module.__call__
+    torch_nn = os.path.abspath(forward.__code__.co_filename).startswith(_TORCH_NN)
 
     def call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
         # What nn.Module.__call__ would do differently from calling forward, or a class
@@ -205,6 +208,8 @@ def _module_caller(kind: type, forward: types.FunctionType, compiled: Any) -> Ca
             return module(*args, **kwargs)
         if has_hooks(module):  # the hooks in Python, the forward compiled (module_calls.py)
             return call_with_hooks(module, compiled, args, kwargs)
+        if torch_nn and not module.__dict__.get("_modules", True):
+            return module(*args, **kwargs)  # a leaf of torch.nn (nn.ELU, nn.Conv1d): eager
         return compiled(module, *args, **kwargs)
 
     return call

@@ -81,8 +81,9 @@ def test_fsdp2_layers_compile_with_fsdps_hooks_around_them(world_of_two, name):
     # compile(model) of a model sharded per Linear and at the root: the root's forward
     # breaks at each sharded layer (module hooks); each layer is called through its hooks
     # (FSDP's all-gather before, reshard after) with its forward compiled: one graph per
-    # Linear, one for the two ReLUs (one class, the same shapes), no recompile over 3 steps.
-    assert result(world_of_two, name) == {"graphs": 4}
+    # Linear, no recompile over 3 steps. The ReLUs, torch.nn modules with no submodules and
+    # no hooks, run as they are (torch.compile starts no frame in torch.nn either).
+    assert result(world_of_two, name) == {"graphs": 3}
 
 
 def test_collectives_in_compiled_code_break_cleanly(world_of_two):

@@ -146,11 +146,13 @@ def loop_calls_modules_of_one_class(x, log):
     return x - 1
 
 
-@add(t3, graphs=4)
+# SEQUENTIAL compiled; LINEAR, a torch.nn module with no submodules and no hooks, runs as
+# it is: torch.compile's hook starts no frame in torch.nn (it compiles nothing here at all).
+@add(t3, graphs=3)
 def loop_calls_torch_nn_modules(x, log):
     x = x + 1
     for _ in range(2):
-        x = SEQUENTIAL(x) + LINEAR(x)  # torch.nn's forwards too, as torch.compile's hook
+        x = SEQUENTIAL(x) + LINEAR(x)
         if bool(x.sum() > 1e6):
             break
     return x - 1
