@@ -119,6 +119,9 @@ REFUSED: dict[str, tuple[str, Any, tuple, dict]] = {
     "max_pool2d indices": (
         "call_function", F.max_pool2d, (t(2, 3, 9, 9), 2), {"return_indices": True}),
     "max_pool2d big padding": ("call_function", F.max_pool2d, (t(2, 3, 9, 9), 2), {"padding": 2}),
+    "max_pool2d tensor stride": (
+        "call_function", F.max_pool2d, (t(2, 3, 9, 9), 2), {"stride": t(2)}),
+    "gelu tensor approximate": ("call_function", F.gelu, (t(3, 4),), {"approximate": t(2)}),
     "max_pool2d 3d": ("call_function", F.max_pool2d, (t(3, 9, 9), 2), {}),
     "mean keepdim": ("call_method", "mean", (t(2, 3, 4),), {"dim": 1, "keepdim": True}),
     "mean repeated dim": ("call_method", "mean", (t(2, 3, 4),), {"dim": (1, -2)}),

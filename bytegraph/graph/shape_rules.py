@@ -133,7 +133,8 @@ def _torch_relu(args: tuple, kwargs: dict) -> Inferred | None:
 
 def _gelu(args: tuple, kwargs: dict) -> Inferred | None:
     b = _bind(args, kwargs, ("input", "approximate"), {"approximate": "none"}, keyword_only=1)
-    if b is None or b["approximate"] not in ("none", "tanh"):
+    approximate = None if b is None else b["approximate"]
+    if type(approximate) is not str or approximate not in ("none", "tanh"):
         return None
     return _unary((b["input"],), {})
 
@@ -230,7 +231,8 @@ def _max_pool2d(args: tuple, kwargs: dict) -> Inferred | None:
         return None
     x = b["input"]
     kernel = _pair(b["kernel_size"])
-    stride = kernel if b["stride"] is None or b["stride"] == [] else _pair(b["stride"])
+    default_stride = b["stride"] is None or (type(b["stride"]) is list and not b["stride"])
+    stride = kernel if default_stride else _pair(b["stride"])
     padding, dilation = _pair(b["padding"]), _pair(b["dilation"])
     if None in (kernel, stride, padding, dilation):
         return None
