@@ -223,8 +223,10 @@ def _apply(
     (trace,) = found
     saved = _wire(fwd, trace, args)
     non_differentiable = trace.ctx.non_differentiable(tx, trace.outputs)
+    # Inside a body (a torch.func transform's) the inputs' examples may not require grad.
+    differentiable = any(t.example.requires_grad for t in tensors)
     requires_grad = [
-        i not in non_differentiable
+        differentiable and i not in non_differentiable
         and (o.example.is_floating_point() or o.example.is_complex())
         for i, o in enumerate(trace.outputs)
     ]
