@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
@@ -80,3 +81,22 @@ def test_distinct_objects_told_apart_by_id_where_they_define_equality(counting_b
     torch.testing.assert_close(compiled(x), model(x))
     assert counting_backend.calls == 1
     assert Keyed.hashes == 0
+
+
+def _by_layout(x: torch.Tensor) -> torch.Tensor:
+    if x.layout == torch.strided:
+        return x * 2
+    return x * 3
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no mkldnn")
+@pytest.mark.parametrize("shape", [(4,), (4, 4)])
+def test_a_tensor_of_another_layout_fails_the_guard(counting_backend, shape):
+    """An mkldnn tensor reports the strides ``(1, 0...)``, those of a 1-d contiguous
+    tensor, and is contiguous whatever its shape: neither the stride check nor
+    ``is_contiguous()`` tells it from a strided tensor, the layout check does."""
+    compiled = bytegraph.compile(_by_layout, backend=counting_backend)
+    x = torch.ones(shape)
+    torch.testing.assert_close(compiled(x), _by_layout(x))
+    opaque = x.to_mkldnn()
+    torch.testing.assert_close(compiled(opaque).to_dense(), _by_layout(opaque).to_dense())

@@ -166,29 +166,29 @@ class GuardFunctionBuilder:
         # Both forms name the same constants in the same order (first_failure evaluates
         # the plain parts with the fast form's): the device is named even where unused.
         tensor_type, dtype, device = map(self.const, (snap.tensor_type, snap.dtype, snap.device))
+        layout_checked = _like_another_layout(snap.stride)
         parts = [
             f"type({e()}) is {tensor_type}",
             f"{e()}.dtype is {dtype}",
             self.fast and cheaper_forms.device_check(e(), snap) or f"{e()}.device == {device}",
-            *self._sizes(e, snap, self.fast),
+            *self._sizes(e, snap, self.fast and layout_checked),
             f"{e()}.requires_grad is {snap.requires_grad!r}",
         ]
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
         # a tensor that does not require grad is always a leaf, so only then is it checked.
         if snap.requires_grad:
             parts.append(f"{e()}.is_leaf is {snap.is_leaf!r}")
-        # Only a sparse COO tensor reports all-zero strides like an expanded strided one.
-        if all(s == 0 for s in snap.stride):
+        if layout_checked:
             parts.append(f"{e()}.layout is {self.const(torch.strided)}")
         return parts
 
     @staticmethod
-    def _sizes(e: Callable[[], str], snap: TensorSnapshot, fast: bool) -> list[str]:
+    def _sizes(e: Callable[[], str], snap: TensorSnapshot, cheap_strides: bool) -> list[str]:
         """Exact shape and strides; with symbolic sizes or strides, the static ones (the
         symbolic ones' relations are SHAPE guards: ``x.stride()[0] == x.size()[1]``)."""
         if not snap.dynamic and not snap.dynamic_strides:
             shape = f"{e()}.shape == {snap.shape!r}"
-            strides = fast and cheaper_forms.stride_check(e(), snap)
+            strides = cheap_strides and cheaper_forms.contiguity_check(e(), snap)
             return [shape, strides or f"{e()}.stride() == {snap.stride!r}"]
         parts = [f"{e()}.dim() == {len(snap.shape)}"] if snap.dynamic else []
         parts += _known(lambda: f"{e()}.shape", snap.shape, snap.dynamic)
@@ -352,6 +352,13 @@ def _bind_modules(text: str, const: Callable[[Any], str]) -> str:
     for start, end, name in reversed(spans):
         text = text[:start] + name + text[end:]
     return text
+
+
+def _like_another_layout(stride: tuple[int, ...]) -> bool:
+    """Whether a tensor of another layout reports these strides too: a sparse COO one
+    reports all zeros, an mkldnn one ``(1, 0, 0...)``: the strides of an expanded strided
+    tensor, or of any 1-d contiguous one. Then the layout is checked as well."""
+    return stride[:1] in ((), (0,), (1,)) and not any(stride[1:])
 
 
 def _float_bits(value: Any) -> tuple[str, ...] | None:

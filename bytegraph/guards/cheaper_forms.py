@@ -11,10 +11,12 @@ answer, uses the cheapest expression that reaches exactly the same answer:
   has no index, so the two agree on every tensor; ``device`` builds a new
   torch.device per read, ``is_cpu`` returns a bool.
 - ``x.is_contiguous()`` for ``x.stride() == <the contiguous strides>`` where every
-  size is at least 2 (the exact shape is checked beside it): torch's stored
-  contiguity flag is that very comparison, except that it skips dimensions of
-  size 1 and tensors with no elements, so without those the two agree.
-  ``stride()`` builds a tuple through torch's argument parser.
+  size is at least 2 and the layout is checked strided beside it (an mkldnn tensor
+  is "contiguous" whatever its shape; its strides read ``(1, 0...)``, so that layout
+  check is made for 1-d contiguous tensors anyway, and only they take this form):
+  torch's stored contiguity flag is that very comparison, except that it skips
+  dimensions of size 1 and tensors with no elements, so without those the two
+  agree. ``stride()`` builds a tuple through torch's argument parser.
 - nothing for ``x.__class__ is C`` once ``type(x) is C`` has passed, where ``C``
   takes ``__class__`` and ``__getattribute__`` from ``object``: ``x.__class__``
   is then ``type(x)``.
@@ -60,9 +62,9 @@ def device_check(read: str, snap: TensorSnapshot) -> str | None:
     return None
 
 
-def stride_check(read: str, snap: TensorSnapshot) -> str | None:
-    """``read.is_contiguous()`` where, beside the shape check, it decides what
-    ``read.stride() == snap.stride`` decides, else None."""
+def contiguity_check(read: str, snap: TensorSnapshot) -> str | None:
+    """``read.is_contiguous()`` where, beside the shape check and a check that the layout
+    is strided, it decides what ``read.stride() == snap.stride`` decides, else None."""
     if snap.tensor_type not in _TORCH_OWN or snap.dynamic or snap.dynamic_strides:
         return None
     if any(size < 2 for size in snap.shape) or snap.stride != contiguous_strides(snap.shape):
