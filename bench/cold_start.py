@@ -22,8 +22,8 @@ over step 2 only, the tracemalloc peak (Python allocations) and the RSS
 high-water mark (``VmHWM`` after resetting it through ``/proc/self/clear_refs``,
 minus the RSS at the start; Linux only).
 
-The programs mirror bench/models.py (mlp, cnn, gpt2), written out here because
-that module imports bytegraph.
+The programs are bench/models.py's mlp, cnn and gpt2; the first two come from
+bench/plain_models.py, which does not import bytegraph.
 
 Run: ``python bench/cold_start.py [--repeats N] [--only mlp,cnn,gpt2] [--memory-repeats N]
 [--save bench/cold_start_latest.json]``
@@ -52,15 +52,14 @@ HEAVY = ("torch._dynamo", "torch._inductor", "sympy", "torch._decomp", "torch._r
 
 def _program(name: str) -> tuple[Any, dict[str, Any]]:
     import torch
-    from torch import nn
+
+    from bench.plain_models import SmallCNN, mlp
 
     torch.manual_seed(0)
     if name == "mlp":
-        module = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 64),
-                               nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 10))
-        return module.eval(), {"input": torch.randn(8, 32)}
+        return mlp().eval(), {"input": torch.randn(8, 32)}
     if name == "cnn":
-        return _SmallCNN().eval(), {"x": torch.randn(2, 3, 16, 16)}
+        return SmallCNN().eval(), {"x": torch.randn(2, 3, 16, 16)}
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import transformers
 
@@ -71,27 +70,6 @@ def _program(name: str) -> tuple[Any, dict[str, Any]]:
     mask[1, 12:] = 0
     inputs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
     return transformers.GPT2LMHeadModel(config).eval(), inputs
-
-
-def _SmallCNN() -> Any:  # noqa: N802 (stands for the class in bench/models.py)
-    import torch
-    from torch import nn
-
-    class SmallCNN(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-            self.bn1 = nn.BatchNorm2d(8)
-            self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-            self.bn2 = nn.BatchNorm2d(16)
-            self.head = nn.Linear(16, 10)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            x = nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
-            x = torch.relu(self.bn2(self.conv2(x)))
-            return self.head(x.mean(dim=(2, 3)))
-
-    return SmallCNN()
 
 
 def _rss_kib(field: str) -> int:
@@ -212,6 +190,8 @@ def report(results: dict[str, Any]) -> None:
         print(f"{program:8} {bg * 1e3:10.0f} {imp * 1e3:9.0f} {tc * 1e3:14.0f} "
               f"{bg / tc:5.2f}x  {heavy}")
     for program, runs in results["memory"].items():
+        if not runs["bytegraph"]:  # --memory-repeats 0
+            continue
         print(f"\nPeak memory while compiling {program} (median of {len(runs['bytegraph'])}), MiB")
         for key in ("tracemalloc_peak_mib", "rss_hwm_growth_mib", "rss_hwm_mib"):
             bg, tc = (_median(runs[s], key) for s in SYSTEMS)

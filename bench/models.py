@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_compile import per_call_times, print_table, ratio, warm_up  # noqa: E402
 
+from bench.plain_models import SmallCNN, mlp  # noqa: E402
 from bench.zoo_worker import CountingBackend, tensors  # noqa: E402
 
 # -- models -----------------------------------------------------------------------------
@@ -93,26 +94,6 @@ def vit() -> nn.Module:
     t = _hf()
     return t.ViTModel(t.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                   intermediate_size=128, image_size=32, patch_size=8))
-
-
-def mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 64),
-                         nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 10))
-
-
-class SmallCNN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(8)
-        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(16)
-        self.head = nn.Linear(16, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
-        x = torch.relu(self.bn2(self.conv2(x)))
-        return self.head(x.mean(dim=(2, 3)))
 
 
 class LSTMTagger(nn.Module):
