@@ -56,3 +56,55 @@ def test_block_mask_from_the_frame_is_guarded_by_identity() -> None:
         mask = _mask(window)
         torch.testing.assert_close(compiled(q, k, v, mask), masked(q, k, v, mask))
     assert len(counting.graphs) == 2
+
+
+# -- a BlockMask made in the compiled function (variables/flex_block_masks.py) ---------------
+def _causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def made_causal(q, k, v):
+    mask = create_block_mask(_causal, None, None, 16, 16, device="cpu")
+    return flex_attention(q, k, v, block_mask=mask)
+
+
+def made_document_mask(q, k, v, ids):
+    def same_document(b, h, q_idx, kv_idx):  # closes over a tensor: a mask_mod buffer
+        return (ids[q_idx] == ids[kv_idx]) & (q_idx >= kv_idx)
+
+    mask = create_block_mask(same_document, 1, 2, 16, 16, device="cpu", BLOCK_SIZE=8)
+    return flex_attention(q, k, v, block_mask=mask,
+                          score_mod=lambda score, b, h, q_idx, kv_idx: score + (q_idx - kv_idx))
+
+
+DOCUMENTS = torch.tensor([0] * 5 + [1] * 7 + [2] * 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", [made_causal, made_document_mask], ids=lambda f: f.__name__)
+def test_block_mask_made_in_the_trace(backend: str, program) -> None:
+    # No gradients: torch 2.13's flex_attention has no backward on CPU, eager's included.
+    args = qkv() + ((DOCUMENTS,) if program is made_document_mask else ())
+    counting = check(program, args, backend)
+    assert any(getattr(t, "__name__", "") == "apply_flex_attention_made_mask"
+               for t in counting.targets())
+    argsorts = [n for g in counting.graphs for n in g.graph.nodes if n.target is torch.argsort]
+    assert argsorts and all(n.meta["custom"] == {"fallback_to_eager": True} for n in argsorts)
+
+
+def made_and_returned(q, k, v):
+    mask = create_block_mask(_causal, None, None, 16, 16, device="cpu")
+    return flex_attention(q, k, v, block_mask=mask), mask
+
+
+def test_block_mask_made_in_the_trace_and_returned() -> None:
+    q, k, v = qkv()
+    expected, expected_mask = made_and_returned(q, k, v)
+    out, mask = bytegraph.compile(made_and_returned, backend="eager", fullgraph=True)(q, k, v)
+    torch.testing.assert_close(out, expected)
+    assert type(mask) is type(expected_mask) and mask.mask_mod is _causal
+    for name in (*expected_mask._TENSOR_ATTRS, *expected_mask._CONTEXT_ATTRS):
+        if isinstance(getattr(expected_mask, name), torch.Tensor):
+            torch.testing.assert_close(getattr(mask, name), getattr(expected_mask, name))
+        elif name != "mask_mod":
+            assert getattr(mask, name) == getattr(expected_mask, name), name

@@ -67,6 +67,9 @@ class OutputGraph:
         self.generator_frames: list[Any] = []
         # The TorchFunctionModes entered in the trace, innermost last (function_modes.py).
         self.function_modes: tuple[Any, ...] = ()
+        # torch.fx.traceback.annotate's items in force, copied into new nodes' meta["custom"]
+        # (variables/fx_annotations.py); None outside every annotate block.
+        self.node_annotations: tuple[tuple[Any, Any], ...] | None = None
 
     def release(self) -> None:
         """The trace is over (its graphs compiled, its guards built): drop what it read
@@ -162,7 +165,10 @@ class OutputGraph:
                 self.tracer.note_created(tensor)
 
     def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
-        return self.tracer.create_node(kind, target, args, kwargs)
+        node = self.tracer.create_node(kind, target, args, kwargs)
+        if self.node_annotations is not None:
+            node.meta["custom"] = dict(self.node_annotations)
+        return node
 
     def count_calls(self) -> int:
         """The graph's operations, size arithmetic aside (variables/symbolic.py)."""

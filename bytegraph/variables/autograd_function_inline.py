@@ -21,7 +21,9 @@ when grad mode is on and some tensor argument requires grad. Otherwise
 "No tensor argument requires grad" is read from the examples of the frame's
 own graph only: inside a body (``torch.func.grad``'s, say) an example that
 does not require grad may still be differentiated by the op around the body,
-so there the op node is recorded as before.
+so there the op node is recorded as before, unless every tensor argument is of
+a dtype nothing differentiates (integers, bools: torch's ModIndex indexing a
+table by a position inside a vmapped mask_mod; the op node has no vmap rule).
 
 torch.compile inlines the forward in the same two cases; the backward is not
 traced at all, so a backward bytegraph cannot trace costs nothing here.
@@ -36,7 +38,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
-from bytegraph.variables.containers import TupleVariable
+from bytegraph.variables.containers import BaseSequenceVariable, TupleVariable
 from bytegraph.variables.ctx import set_grad_mode
 from bytegraph.variables.tensor import TensorVariable
 
@@ -52,8 +54,18 @@ def records_nothing(tx: Tx, args: list[VariableTracker]) -> bool:
     if not torch.is_grad_enabled():
         return True
     if tx.output.tracer.parent is not None:
-        return False
+        return all(_never_differentiated(tx, a) for a in args)
     return not any(isinstance(a, TensorVariable) and a.example.requires_grad for a in args)
+
+
+def _never_differentiated(tx: Tx, vt: VariableTracker) -> bool:
+    """A constant, or tensors of a dtype no transform differentiates (integers, bools:
+    ModIndex's ``ids[q_idx]`` in a vmapped mask), alone or in a tuple or list."""
+    if isinstance(vt, TensorVariable):
+        return not (vt.example.dtype.is_floating_point or vt.example.dtype.is_complex)
+    if isinstance(vt, BaseSequenceVariable):
+        return all(_never_differentiated(tx, item) for item in vt.items_now(tx))
+    return vt.is_python_constant()
 
 
 def apply_inline(

@@ -65,6 +65,7 @@ from bytegraph.variables.functions import (
     PartialVariable,
     UserFunctionVariable,
 )
+from bytegraph.variables.fx_annotations import wrap_fx_annotate
 from bytegraph.variables.higher_order import higher_order_variable
 from bytegraph.variables.itertools import ItertoolsFunctionVariable, is_itertools_function
 from bytegraph.variables.logging_calls import (
@@ -376,6 +377,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     if context is not None:
         return context
     switch = wrap_mode_switch(value, source)  # TorchFunctionMode.__enter__/__exit__
+    if switch is None:
+        switch = wrap_fx_annotate(value, source)  # torch.fx.traceback.annotate
     if switch is not None:
         return switch
     numpy_object = wrap_numpy_object(value, source)  # np.sin, np.sum, np.float32...

@@ -17,12 +17,13 @@ bytegraph records it as one node:
    trace through it to torch's ``flex_attention`` higher-order op.
 3. ``block_mask`` is None or a BlockMask read from the frame: guarded by
    identity and bound into the node's target (a mask made anew for each call
-   recompiles each call, up to the recompile limit).
+   recompiles each call, up to the recompile limit). A BlockMask made in the
+   compiled function (``create_block_mask`` inlined) passes its tensors and
+   its traced mask_mod to the node instead (``flex_block_masks.py``).
 
 Everything else is a break with the reason: ``return_lse``, ``return_aux``,
-``kernel_options``, a block mask made in the compiled function
-(``create_block_mask`` is left to Python), a score_mod the trace cannot
-follow or returning another dtype than the score's.
+``kernel_options``, a score_mod the trace cannot follow or returning another
+dtype than the score's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.flex_block_masks import (
+    MaskLayout,
+    is_made_block_mask,
+    read_made_mask,
+    with_made_mask,
+)
 from bytegraph.variables.higher_order import (
     bind_with_defaults,
     call_op,
@@ -89,7 +96,9 @@ class FlexAttentionVariable(PythonValueVariable):
         ):
             raise Unsupported("higher_order_call", f"{WHAT} with return_lse, return_aux or "
                               "kernel_options")
-        block_mask = _block_mask(tx, bound["block_mask"])
+        made = read_made_mask(tx, bound["block_mask"], q) if is_made_block_mask(
+            bound["block_mask"]) else None
+        block_mask = None if made is not None else _block_mask(tx, bound["block_mask"])
         graph, buffers, grad = None, [], any(t.example.requires_grad for t in (q, k, v))
         if not _is_none(bound["score_mod"]):
             body = _trace_score_mod(tx, bound["score_mod"], q)
@@ -97,10 +106,16 @@ class FlexAttentionVariable(PythonValueVariable):
             grad = grad or body.outputs[0].example.requires_grad  # a buffer requiring grad
         like = [_Output(q, v, grad and torch.is_grad_enabled())]
         target = apply_flex_attention if block_mask is None else _with_block_mask(block_mask)
+        mask_args: list[Any] = []
+        if made is not None:  # a mask made in the trace: its tensors are arguments
+            target = with_made_mask(MaskLayout(tuple(n for n, _ in made.tensors),
+                                               made.constants, len(buffers)))
+            mask_args = [install(tx, "flex_mask_mod", made.mask_mod),
+                         *(t.node for _, t in made.tensors), *made.mask_mod.lifted()]
         (out,) = call_op(
             tx, target,
             (graph, options["scale"], bool(options["enable_gqa"]), q.node, k.node, v.node,
-             *buffers), {}, like,
+             *buffers, *mask_args), {}, like,
         )
         return out
 

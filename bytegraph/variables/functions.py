@@ -241,6 +241,9 @@ class NestedFunctionVariable(BaseFunctionVariable):
         stored = tx.output.side_effects.pending_attrs(self).get(name)
         if stored is not None and stored is not DELETED:
             return stored
+        if name in ("__defaults__", "__kwdefaults__"):  # MAKE_FUNCTION's; stores are refused
+            given = self.defaults_tuple if name == "__defaults__" else self.kwdefaults_dict
+            return ConstantVariable(None) if given is None else given
         known = {
             "__name__": self.fn_code.co_name,
             "__qualname__": self.qualname,

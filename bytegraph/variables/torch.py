@@ -67,7 +67,11 @@ def is_graph_function(value: Any) -> bool:
 # private helpers of the graph modules (``F._canonical_mask``, ``F._in_projection``).
 # A helper is never a graph node: it may return a dtype or None, check arguments or
 # warn, and what it computes on tensors is recorded op by op when it is inlined.
-_HELPER_PACKAGES = ("torch.nn.modules.",)
+# flex_attention's module is Python over tensor ops too (``create_block_mask`` vmaps the
+# mask_mod, sorts the blocks and builds a BlockMask): its functions are inlined, and its
+# classes (BlockMask) are modelled like user classes, objects made in the trace included.
+_HELPER_PACKAGES = ("torch.nn.modules.", "torch.nn.attention.flex_attention")
+_HELPER_CLASS_MODULES = frozenset({"torch.nn.attention.flex_attention"})
 
 
 def _public_functions(module_name: str) -> frozenset[int]:
@@ -88,6 +92,11 @@ def is_torch_helper(value: Any) -> bool:
     if module in _GRAPH_MODULES:
         return id(value) not in _PUBLIC_GRAPH_FUNCTIONS
     return module.startswith(_HELPER_PACKAGES)
+
+
+def is_torch_helper_class(cls: type) -> bool:
+    """A class of torch's Python helpers, modelled like a user class (BlockMask)."""
+    return getattr(cls, "__module__", None) in _HELPER_CLASS_MODULES
 
 
 def _tensor_arg(args: list[VariableTracker]) -> TensorVariable:

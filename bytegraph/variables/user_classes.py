@@ -99,10 +99,12 @@ def is_user_class(cls: Any) -> bool:
         if has_custom_getattribute(cls) and not isinstance(getattribute, types.FunctionType):
             return False
     from bytegraph.variables.function_modes import is_traced_mode_class
+    from bytegraph.variables.torch import is_torch_helper_class
 
     return (
         not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)
         or is_traced_mode_class(cls)  # torch's own modes: transformers enters one
+        or is_torch_helper_class(cls)  # BlockMask
     )
 
 
