@@ -41,7 +41,7 @@ _check_supported()
 
 from bytegraph import config, logs  # noqa: E402
 from bytegraph.api import compile, reset  # noqa: E402
-from bytegraph.exc import BytegraphError, InternalError, Unsupported  # noqa: E402
+from bytegraph.exc import BytegraphError, InternalError, Unsupported, UserError  # noqa: E402
 from bytegraph.graph.backends import BackendError  # noqa: E402
 from bytegraph.graph.shapes import mark_dynamic, mark_static  # noqa: E402
 from bytegraph.inspect.explain import explain  # noqa: E402
@@ -62,6 +62,7 @@ __all__ = [
     "BytegraphError",
     "InternalError",
     "Unsupported",
+    "UserError",
     "allow_in_graph",
     "assume_constant_result",
     "compile",

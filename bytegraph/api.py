@@ -41,7 +41,7 @@ from bytegraph import config, events, logs
 from bytegraph.compile_targets import compile_other, see_through
 from bytegraph.compiled_ddp import compile_ddp, is_ddp
 from bytegraph.compiled_module import CompiledModule
-from bytegraph.exc import InternalError, Unsupported
+from bytegraph.exc import InternalError, Unsupported, UserError
 from bytegraph.graph.backend_options import configure_backend
 from bytegraph.graph.backends import Backend, BackendError
 from bytegraph.graph.shapes import DynamicDims
@@ -170,7 +170,7 @@ class CompiledFunction:
             except BaseException as error:
                 events.COMPILE_FAILED.publish(self, self.fn, error)
                 raise
-        except (Unsupported, BackendError):
+        except (Unsupported, UserError, BackendError):
             raise
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
             self._internal_error(error)

@@ -2,8 +2,9 @@
 
 ``BytegraphError`` is the root. ``Unsupported`` marks something the translator
 cannot put into a graph; it is a graph break, or under ``fullgraph=True`` an
-error for the user. ``InternalError`` is a bytegraph bug and is never turned
-into a silent fallback.
+error for the user. ``UserError`` is the user's own mistake, found while
+tracing and raised at compile time. ``InternalError`` is a bytegraph bug and
+is never turned into a silent fallback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ class BytegraphError(Exception):
 
 class InternalError(BytegraphError):
     """A bytegraph bug: an invariant of the translator did not hold."""
+
+
+class UserError(BytegraphError, RuntimeError):
+    """The program is wrong in a way the trace can tell before it runs (torch.cond's
+    branches returning different structures): raised to the user, never a graph break.
+
+    Raised only where eager raises too, and only where no handler of the user's code
+    (a ``try``, a with-block) could see eager's error: there it is a break instead.
+    A RuntimeError, as torch.compile's errors for the same mistakes are.
+    """
 
 
 BreakKind = BreakEntry  # the catalogue's entry type, by its former name

@@ -6,7 +6,9 @@
 What it keeps: the outputs, every gradient of an input leaf or module
 parameter, the inputs after the call, or the exception raised. ``compare``
 says ``None`` when two observations agree (torch's default float
-tolerances: a compiler may reorder float work), else what differs.
+tolerances: a compiler may reorder float work), else what differs. Where
+eager raises, bytegraph's ``UserError`` (the same mistake found at compile
+time, said in bytegraph's words) agrees with any exception of eager's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import torch
 
 from bench.hop_programs.registry import HopProgram
+from bytegraph.exc import UserError
 
 SEED = 0
 
@@ -90,7 +93,7 @@ def compare(actual: Observed, expected: Observed) -> str | None:
     """None when both agree; else the first difference."""
     if expected.error is not None or actual.error is not None:
         if expected.error is not None and actual.error is not None:
-            if isinstance(actual.error, type(expected.error)):
+            if isinstance(actual.error, (type(expected.error), UserError)):
                 return None
         return f"eager: {_what(expected.error)}; compiled: {_what(actual.error)}"
     for what, a, e in (("output", actual.output, expected.output),

@@ -44,6 +44,7 @@ import torch.utils.checkpoint
 from bytegraph.exc import Unsupported
 from bytegraph.graph.subgraphs import SubgraphTracer, order_lifted
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
+from bytegraph.variables.cond_outputs import check_same_outputs
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import (
     NEW_VALUE,
@@ -310,7 +311,7 @@ class CondVariable(PythonValueVariable):
             for name, fn in (("true_fn", true_fn), ("false_fn", false_fn))
         ]
         true_body, false_body = branches
-        _check_same_outputs(true_body, false_body)
+        check_same_outputs(tx, true_body, false_body)
         for body in branches:
             refuse_aliasing(body, "torch.cond")
         free = share_inputs(branches)
@@ -327,18 +328,6 @@ class CondVariable(PythonValueVariable):
 
 def _inputs(tx: Tx, items: Sequence[TensorVariable]) -> list[tuple[VariableTracker, Any]]:
     return [(t, input_example(tx.output, t.example)) for t in items]
-
-
-def _check_same_outputs(a: Body, b: Body) -> None:
-    same = a.structure == b.structure and all(
-        x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a.outputs, b.outputs)
-    )
-    if not same:
-        raise Unsupported(
-            "higher_order_call",
-            "torch.cond's branches return different structures, shapes or dtypes "
-            f"({a.structure} and {b.structure})",
-        )
 
 
 def share_inputs(bodies: Sequence[Body]) -> list[torch.fx.Node]:
