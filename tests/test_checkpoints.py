@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 import bytegraph
 from tests.test_higher_order import BACKENDS, Counting, check, refused
@@ -57,3 +57,30 @@ def test_body_drawing_random_numbers_is_refused_and_gradients_are_eagers() -> No
         run(x, torch.ones(4, 4)).sum().backward()
         results.append(x.grad)
     torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)
+
+
+# -- checkpoint_sequential: its Python inlined, one checkpoint per segment ------------------
+SEQUENCE = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4),
+                               torch.nn.Tanh(), torch.nn.Linear(4, 3))
+
+
+def sequential_segments(x, reentrant):
+    return checkpoint_sequential(SEQUENCE, 3, x, use_reentrant=reentrant)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_sequential(backend: str, reentrant: bool) -> None:
+    x = torch.randn(2, 4, requires_grad=True)
+    counting = check(sequential_segments, (x, reentrant), backend,
+                     params=tuple(SEQUENCE.parameters()))
+    assert counting.targets().count(TAG) == 2  # the last segment runs unchecked, as in eager
+
+
+def sequential_with_a_stray_keyword(x):
+    return checkpoint_sequential(SEQUENCE, 2, x, use_reentrant=False, stray=1)
+
+
+def test_checkpoint_sequential_raises_eagers_error() -> None:
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: stray"):
+        bytegraph.compile(sequential_with_a_stray_keyword, backend="eager")(torch.randn(2, 4))

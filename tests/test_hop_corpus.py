@@ -44,7 +44,8 @@ def test_program(prog: HopProgram) -> None:
 # Programs where bytegraph compiled one graph but broke inside it while torch.compile
 # traces them whole (issue 22): pinned whole, under fullgraph=True.
 WHOLE = ("function_set_materialize_grads", "function_mark_non_differentiable_input",
-         "function_non_tensor_output", "flex_attention_block_mask")
+         "function_non_tensor_output", "flex_attention_block_mask",
+         "checkpoint_sequential_segments")
 
 
 @pytest.mark.parametrize("name", WHOLE)

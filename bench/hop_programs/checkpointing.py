@@ -163,8 +163,7 @@ def checkpoint_sequential_module(x, seq):
     return checkpoint(seq, x, use_reentrant=False)
 
 
-@program(f"{AC}::test_checkpoint_sequential", inputs(_g(2, 4), _sequential), backward=True,
-         graphs=0)
+@program(f"{AC}::test_checkpoint_sequential", inputs(_g(2, 4), _sequential), backward=True)
 def checkpoint_sequential_segments(x, seq):
     return checkpoint_sequential(seq, 2, x, use_reentrant=False)
 

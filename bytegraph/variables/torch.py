@@ -72,6 +72,9 @@ def is_graph_function(value: Any) -> bool:
 # classes (BlockMask) are modelled like user classes, objects made in the trace included.
 _HELPER_PACKAGES = ("torch.nn.modules.", "torch.nn.attention.flex_attention")
 _HELPER_CLASS_MODULES = frozenset({"torch.nn.attention.flex_attention"})
+# Single functions of other torch modules, by (module, name): Python that calls what is
+# modelled (checkpoint_sequential calls checkpoint once per segment).
+_HELPER_FUNCTIONS = frozenset({("torch.utils.checkpoint", "checkpoint_sequential")})
 
 
 def _public_functions(module_name: str) -> frozenset[int]:
@@ -91,7 +94,9 @@ def is_torch_helper(value: Any) -> bool:
     module = getattr(value, "__module__", None) or ""
     if module in _GRAPH_MODULES:
         return id(value) not in _PUBLIC_GRAPH_FUNCTIONS
-    return module.startswith(_HELPER_PACKAGES)
+    return module.startswith(_HELPER_PACKAGES) or (module, value.__qualname__) in (
+        _HELPER_FUNCTIONS
+    )
 
 
 def is_torch_helper_class(cls: type) -> bool:
