@@ -338,6 +338,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "constant (id() of an object from the frame is folded, its identity guarded)",
        "key by the object itself (a dict keyed by objects hashed by identity), or take the "
        "id outside the compiled function"),
+    _E("B328", "object_copy", "unsupported_value",
+       "copy.copy or copy.deepcopy of an object whose class answers the copy protocol's "
+       "lookups (__deepcopy__, __reduce_ex__, __getstate__) through its own "
+       "__getattribute__ with something other than object's",
+       "copy the object outside the compiled function, or define __deepcopy__"),
     # -- B4xx: operators -------------------------------------------------------------
     _E("B401", "op_failed_on_metadata", "operator_failed",
        "running the op on metadata-only (fake or meta) tensors failed: wrong shapes or "

@@ -46,6 +46,7 @@ class PyCodegen:
         self.graph_outputs = graph_outputs or {}
         # Objects created during the trace are built once, then reloaded: identity holds.
         self._built: dict[int, str] = {}
+        self._building: set[int] = set()  # new objects whose reconstruction is under way
         # While graph inputs load: the bases two or more of them are read through, and
         # the locals that hold the ones read so far (``share_reads``).
         self._shared: frozenset[Source] = frozenset()
@@ -109,7 +110,15 @@ class PyCodegen:
         if name is not None:
             self.append(bc.Instr("LOAD_FAST", name))
             return
-        vt.reconstruct(self)
+        if id(vt) in self._building and id(vt) not in self.side_effects.rebuilding:
+            # built from its own items (a list that contains itself); objects close
+            # their cycles in build_object
+            raise Unsupported("unrebuildable_value", f"{vt} contains itself")
+        self._building.add(id(vt))
+        try:
+            vt.reconstruct(self)
+        finally:
+            self._building.discard(id(vt))
         name = self._built[id(vt)] = f"___new{len(self._built)}"
         self.append(bc.Instr("COPY", 1), bc.Instr("STORE_FAST", name))
 

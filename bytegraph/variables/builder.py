@@ -84,6 +84,7 @@ from bytegraph.variables.object_builtins import (
     DataclassReplaceVariable,
     ObjectBuiltinVariable,
 )
+from bytegraph.variables.object_copies import CopyFunctionVariable, is_copy_function
 from bytegraph.variables.object_ids import ObjectIdFunctionVariable
 from bytegraph.variables.object_keys import wrap_frame_table
 from bytegraph.variables.objects import ClassVariable, ObjectVariable, WeakRefVariable
@@ -401,6 +402,8 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return ObjectBuiltinVariable(value, source=source)
     if value is dataclasses.replace:
         return DataclassReplaceVariable(source=source)
+    if is_copy_function(value):
+        return CopyFunctionVariable(value, source=source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source=source)
     if value is id:

@@ -130,14 +130,22 @@ def _klass_source(tx: Tx, cls: type, cls_source: Source | None, index: int) -> S
     return None if mro_source is None else mro_source(cls.__mro__[index])
 
 
-def guard_class_lacks(tx: Tx, cls: type, cls_source: Source | None, name: str) -> None:
-    """The trace relies on no class of ``cls``'s MRO defining ``name``: guard each dict.
+# object's methods that bound to an instance stand for themselves (object_copies.py
+# checks that a custom __getattribute__ answers them so); calling one is a break.
+OBJECT_REDUCE_METHODS = frozenset({"__reduce_ex__", "__reduce__", "__getstate__"})
+
+
+def guard_class_lacks(
+    tx: Tx, cls: type, cls_source: Source | None, name: str, mro_end: int | None = None
+) -> None:
+    """The trace relies on no class of ``cls``'s MRO (up to ``mro_end``) defining
+    ``name``: guard each dict.
 
     (A class attribute added later, ``Cls.a = 1``, must fail the guard: ``hasattr``
     and ``getattr(obj, name, default)`` would answer differently.)
     """
     side_effects = tx.output.side_effects
-    for index, klass in enumerate(cls.__mro__):
+    for index, klass in enumerate(cls.__mro__[:mro_end]):
         klass_vt = side_effects.existing(klass)
         if klass_vt is not None and side_effects.load_attr(klass_vt, name) is DELETED:
             continue  # deleted by the trace itself
@@ -476,6 +484,10 @@ class UserDefinedObjectVariable(VariableTracker):
             return LruCacheFunctionVariable(raw, self)
         if is_data_descriptor(raw):
             return self.get_descriptor(tx, found, name)
+        if found.owner is object and name in OBJECT_REDUCE_METHODS:
+            from bytegraph.variables.object_builtins import ObjectSlotVariable
+
+            return ObjectSlotVariable(name, self)  # what copy.copy/deepcopy look up
         if hasattr(type(raw), "__get__"):
             return self._call_get(tx, found, name)
         return self.class_vt(tx).var_getattr(tx, name)
