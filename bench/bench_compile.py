@@ -14,7 +14,8 @@ adds nothing and only capture and call overhead are compared):
   can be faster than eager and the overhead above negative).
 
 With ``--inductor`` both also run with ``backend="inductor"`` and the table
-adds their steady-state call times.
+adds their steady-state call times (median of 21 rounds; ``bench/models.py
+--inductor`` does the same on the models).
 
 Both systems are warmed up first on an unrelated function: the first
 meta/fake tensor op in a process imports ``torch._dynamo`` (about 0.75 s),
@@ -203,6 +204,30 @@ def per_call_times(fns: dict[str, Callable[..., Any]], args: tuple) -> dict[str,
     return best
 
 
+def median_call_times(
+    fns: dict[str, Callable[..., Any]], args: tuple, rounds: int = 21
+) -> dict[str, float]:
+    """Median per-call seconds of each function over ``rounds`` rounds.
+
+    Each round times every function in turn for about 20 ms (the mean of that
+    many calls), so load on a shared machine hits all of them alike; the median
+    of the rounds is the steady-state figure (Inductor's calls vary more than the
+    Python overhead that ``per_call_times`` takes the best of).
+    """
+    timers = {
+        name: timeit.Timer(lambda fn=fn: fn(*args), timer=CLOCK[0]) for name, fn in fns.items()
+    }
+    numbers = {}
+    for name, timer in timers.items():
+        number, elapsed = timer.autorange()
+        numbers[name] = max(1, int(number * 0.02 / max(elapsed, 1e-9)))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            samples[name].append(timer.timeit(numbers[name]) / numbers[name])
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def check_same(program: Program, args: tuple, compiled: Callable[..., Any], system: str) -> None:
     try:
         torch.testing.assert_close(compiled(*args), program.fn(*args))
@@ -255,7 +280,7 @@ def measure(program: Program, repeats: int, inductor: bool) -> Row:
         for name, system in SYSTEMS.items():
             compiled[name] = system.fresh(program.fn, "inductor")
             check_same(program, args, compiled[name], name)
-        row.inductor_call = per_call_times(compiled, args)
+        row.inductor_call = median_call_times(compiled, args)
     return row
 
 
@@ -329,7 +354,7 @@ def report(rows: list[Row], repeats: int) -> None:
         ],
     )
     if rows and rows[0].inductor_call:
-        print("Steady-state call time, backend='inductor'; best of 7")
+        print("Steady-state call time, backend='inductor'; median of 21 rounds")
         print_table(
             ["program", "eager call", bg, tc, "ratio"],
             [

@@ -17,7 +17,14 @@ by both systems with a counting backend that runs each graph as it is (like
 
 No downloads: Hugging Face models are built from configs (``HF_HUB_OFFLINE=1``).
 
-Run: ``python bench/models.py [--only NAME,...] [--reorderable-logging]``
+With ``--inductor`` the table is the steady state with ``backend="inductor"``
+instead: both systems compile each model with Inductor (a backend that counts the
+graphs and hands each to ``compile_fx``, as the "inductor" backend of either does),
+the outputs are compared with eager's (Inductor's float tolerance), and each
+compiled call is timed as the median of 21 interleaved rounds, one thread
+(``--cpu-time``: this thread's CPU time, for a shared machine).
+
+Run: ``python bench/models.py [--only NAME,...] [--reorderable-logging] [--inductor]``
 """
 
 from __future__ import annotations
@@ -44,7 +51,14 @@ import bytegraph  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench_compile import per_call_times, print_table, ratio, warm_up  # noqa: E402
+import bench_compile  # noqa: E402
+from bench_compile import (  # noqa: E402
+    median_call_times,
+    per_call_times,
+    print_table,
+    ratio,
+    warm_up,
+)
 
 from bench.plain_models import SmallCNN, mlp  # noqa: E402
 from bench.zoo_worker import CountingBackend, tensors  # noqa: E402
@@ -269,6 +283,78 @@ def _call_times(model: Model, compiled: dict[str, Any], inputs: dict[str, Any]):
         return per_call_times(calls, ())
 
 
+# -- steady state with Inductor -------------------------------------------------------
+
+
+class InductorCounting:
+    """Counts the graphs it gets and compiles each with Inductor's ``compile_fx``."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        from torch._inductor.compile_fx import compile_fx
+
+        self.graphs += 1
+        return compile_fx(gm, example_inputs)
+
+
+def _close(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> bool:
+    """Equal within a tolerance for Inductor's reordered float reductions."""
+    if len(actual) != len(expected):
+        return False
+    try:
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+    except AssertionError:
+        return False
+    return True
+
+
+def measure_inductor(model: Model) -> Row:
+    """Graphs, outputs and the median steady-state call time, both systems on Inductor."""
+    row = Row(model.name)
+    torch.manual_seed(0)
+    base = model.make().train(model.training)
+    inputs = model.inputs()
+    expected = _run(model, base, base, inputs)
+    compiled = {}
+    for name, (reset, compile_fn) in SYSTEMS.items():
+        reset()
+        module = copy.deepcopy(base)
+        backend = InductorCounting()
+        start = time.perf_counter()
+        compiled[name] = compile_fn(module, backend=backend)
+        actual = _run(model, module, compiled[name], inputs)
+        row.first[name] = time.perf_counter() - start
+        row.graphs[name] = backend.graphs
+        row.same[name] = _close(actual, expected) and _close(
+            _run(model, module, compiled[name], inputs), expected
+        )
+    grad = torch.enable_grad() if model.training else torch.no_grad()
+    with grad:
+        calls = {name: (lambda fn=fn: fn(**inputs)) for name, fn in compiled.items()}
+        row.call = median_call_times(calls, ())
+    return row
+
+
+def report_inductor(rows: list[Row]) -> None:
+    bg, tc = SYSTEMS
+    print(f"\nbackend: Inductor (compile_fx); call = median of 21 rounds; ratio = {bg} / {tc}")
+    print_table(
+        ["model", "graphs bg/tc", "first s bg/tc", f"{bg} call", f"{tc} call", "ratio",
+         "same bg/tc"],
+        [
+            [r.name, f"{r.graphs[bg]} / {r.graphs[tc]}",
+             f"{r.first[bg]:.1f} / {r.first[tc]:.1f}",
+             f"{r.call[bg] * 1e6:.1f} us", f"{r.call[tc] * 1e6:.1f} us",
+             ratio(r.call[bg], r.call[tc]).strip(),
+             " / ".join("yes" if r.same[n] else "NO" for n in (bg, tc))]
+            for r in rows
+        ],
+    )
+
+
 # -- report ----------------------------------------------------------------------------
 
 
@@ -304,8 +390,14 @@ def main() -> None:
     parser.add_argument("--reorderable-logging", action="store_true",
                         help="bytegraph.config.reorderable_logging = True")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--inductor", action="store_true",
+                        help="steady-state call times with backend='inductor' instead")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with this thread's CPU time (a shared machine)")
     opts = parser.parse_args()
     torch.set_num_threads(opts.threads)
+    if opts.cpu_time:
+        bench_compile.CLOCK[0] = time.thread_time
     bytegraph.config.reorderable_logging = opts.reorderable_logging
     print(f"torch {torch.__version__}, Python {platform.python_version()}, "
           f"{torch.get_num_threads()} threads, reorderable_logging={opts.reorderable_logging}")
@@ -316,9 +408,9 @@ def main() -> None:
     for model in MODELS:
         if wanted and model.name not in wanted:
             continue
-        rows.append(measure(model))
+        rows.append(measure_inductor(model) if opts.inductor else measure(model))
         print(f"  {model.name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
-    report(rows)
+    (report_inductor if opts.inductor else report)(rows)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 
