@@ -326,3 +326,29 @@ def test_pickling_keeps_mode_and_options() -> None:
     loaded = pickle.loads(pickle.dumps(compiled))
     expected = torch._inductor.list_mode_options("max-autotune-no-cudagraphs")
     assert loaded._compiled_forward.backend.config_patches == expected
+
+
+@pytest.mark.parametrize("owner", ["module", "global"])
+@pytest.mark.parametrize("kind", ["forward_pre", "forward", "backward_pre", "backward"])
+def test_has_hooks_sees_every_hook_dict(owner, kind) -> None:
+    """The call path of a compiled module asks ``has_hooks`` first: a hook in any of the
+    eight dicts (four of the module's, four global) is seen, and ``skip`` leaves out
+    exactly the module's own dict of that name."""
+    from torch.nn.modules import module as torch_module
+
+    from bytegraph.variables.nn_module import has_hooks
+
+    module = torch.nn.Linear(2, 2)
+    assert not has_hooks(module)
+    table = module if owner == "module" else torch_module
+    hooks = getattr(table, f"_{'global_' if owner == 'global' else ''}{kind}_hooks")
+    hooks[-1] = lambda *args: None
+    try:
+        assert has_hooks(module)
+        skipped = has_hooks(module, skip=f"_{kind}_hooks")
+        assert skipped is (owner == "global")
+    finally:
+        del hooks[-1]
+    assert not has_hooks(module)
+    bare = torch.nn.Linear.__new__(torch.nn.Linear)  # no nn.Module.__init__: no hook dicts
+    assert not has_hooks(bare)

@@ -255,3 +255,75 @@ def test_failure_reason_names_the_check_the_fast_guard_failed(counting_backend) 
     assert not guard.check(twin, x)
     weight = "self._modules['layers']._modules['1']._parameters['weight']"
     assert guard.first_failure((twin, x), {}) == f"{weight}.stride() == (4, 1)"
+
+
+def test_parameter_deleted_and_added(counting_backend) -> None:
+    """A parameter deleted (``bias`` registered as None: ``F.linear`` without one) must
+    recompile; one added that no lookup of the trace meets keeps the entry."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    extra = torch.randn(3)
+    for m in (model, twin):
+        m.layers[0].register_parameter("extra", nn.Parameter(extra.clone()))
+    _same(compiled, model, x)
+    assert counting_backend.calls == 1
+    for m in (model, twin):
+        del m.layers[1].bias
+        m.layers[1].register_parameter("bias", None)
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+def test_parameter_swapped_with_another_tensor(counting_backend) -> None:
+    """``torch.utils.swap_tensors`` (what ``module.to()`` uses for some tensor kinds)
+    keeps the Parameter object and swaps everything under it: shape, strides, leafness."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    weight = torch.randn(4, 4).t()  # same shape, other strides
+    for m in (model, twin):
+        torch.utils.swap_tensors(m.layers[0].weight, nn.Parameter(weight.clone()))
+    assert twin.layers[0].weight.stride() == (1, 4)
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+def test_parameter_made_a_non_leaf_in_place(counting_backend) -> None:
+    """A parameter that stops requiring grad, then takes an in-place op with one that
+    does, requires grad again but is no longer a leaf: ``requires_grad`` reads as traced,
+    ``is_leaf`` does not, and the guard must see it."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4)
+    _same(compiled, model, x)
+    scale = torch.full((4,), 1.5, requires_grad=True)
+    for m in (model, twin):
+        bias = m.layers[1].bias
+        bias.requires_grad_(False)
+        bias.mul_(scale)
+        assert bias.requires_grad and not bias.is_leaf
+    _same(compiled, model, x)
+    assert counting_backend.calls == 2
+
+
+@pytest.mark.parametrize("kind", ["forward_pre", "full_backward", "full_backward_pre"])
+def test_other_hooks_added_to_a_submodule(counting_backend, kind) -> None:
+    """Each hook dict of a submodule is checked empty: a hook in any of them must run
+    as eager runs it (the compiled call falls back or recompiles)."""
+    model, twin, compiled = _twins(counting_backend)
+    x = torch.randn(2, 4, requires_grad=True)
+    _same(compiled, model, x)
+    seen: list[str] = []
+    for name, m in (("eager", model), ("compiled", twin)):
+        layer = m.layers[1]
+        if kind == "forward_pre":
+            layer.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        elif kind == "full_backward":
+            layer.register_full_backward_hook(lambda mod, gi, go, n=name: seen.append(n))
+        else:
+            layer.register_full_backward_pre_hook(lambda mod, go, n=name: seen.append(n))
+    expected, actual = model(x), compiled(x)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    expected.sum().backward()
+    actual.sum().backward()
+    assert seen == ([] if kind == "forward_pre" else ["eager", "compiled"])
