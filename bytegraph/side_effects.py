@@ -33,13 +33,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
 from bytegraph.body_stores import ABSENT, ScopeStores, unrestored
+from bytegraph.dropped_values import DROPPED_TYPES as _DROPPED
+from bytegraph.dropped_values import check_dropped, check_replaced, dropped
 from bytegraph.exc import Unsupported
+from bytegraph.guards.sources import AttrSource
 from bytegraph.random_draws import DrawPlan
 
 if TYPE_CHECKING:
@@ -201,10 +204,22 @@ class SideEffects:
 
     def set_contents(self, vt: VariableTracker, contents: Any) -> None:
         self.check_allowed_side_effect(vt)
+        if vt.source is not None:
+            self._check_dropped_contents(vt, contents)
         key = _Key(vt)
         if key not in self._contents:
             self._order.append(("contents", key))
         self._contents[key] = contents
+
+    def _check_dropped_contents(self, vt: VariableTracker, contents: Any) -> None:
+        """The existing generators the new contents let go of (dropped_values.py)."""
+        from bytegraph.variables.base import VariableTracker
+
+        held = [v for v in self.children(vt) if type(getattr(v, "value", None)) in _DROPPED]
+        if held:
+            kept: list[Any] = []
+            _collect(contents, kept, VariableTracker)
+            check_dropped(dropped(held, kept), self.add_guard)
 
     # -- attributes -------------------------------------------------------
     def load_attr(self, vt: VariableTracker, name: str) -> Any:
@@ -213,6 +228,7 @@ class SideEffects:
 
     def store_attr(self, vt: VariableTracker, name: str, value: Any) -> None:
         key = _Key(vt)
+        self._check_replaced_attr(vt, name)
         if self._outside_body(vt):  # allowed if the body undoes it (body_stores.py)
             self._body_stores[-1].note(vt, name, self._attrs.get(key, {}).get(name, ABSENT))
         else:
@@ -224,6 +240,18 @@ class SideEffects:
         if attrs.get(name) is DELETED:
             del attrs[name]  # deleted then set again: it goes to the end, as in a __dict__
         attrs[name] = value
+
+    def _check_replaced_attr(self, vt: VariableTracker, name: str) -> None:
+        """What a store to ``vt.name`` lets go of: the value stored before in this trace,
+        else the real object's own (its ``__dict__``'s; dropped_values.py)."""
+        pending = self._attrs.get(_Key(vt), {}).get(name)
+        if pending is not None:
+            if pending is not DELETED:
+                check_dropped([pending], self.add_guard)
+            return
+        own = getattr(getattr(vt, "value", None), "__dict__", None)
+        if vt.source is not None and isinstance(own, Mapping) and name in own:
+            check_replaced(own[name], AttrSource(vt.source, name), self.add_guard)
 
     def delete_attr(self, vt: VariableTracker, name: str) -> None:
         self.store_attr(vt, name, DELETED)

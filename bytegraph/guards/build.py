@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from bytegraph.dropped_values import closes_quietly
 from bytegraph.guards import cheaper_forms
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
@@ -145,6 +146,8 @@ class GuardFunctionBuilder:
             return [f"{self.const(expected)} not in {e()}"]
         if kind is GuardKind.SHAPE:
             return [_bind_modules(expected, self.const)]
+        if kind is GuardKind.CLOSES_QUIETLY:
+            return [f"{self.const(closes_quietly)}({e()})"]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]

@@ -25,6 +25,7 @@ class GuardKind(enum.Enum):
     DISTINCT = "distinct"  # not the same object as any of others (expected: tuple of sources)
     KEY_ABSENT = "key_absent"  # a mapping (a class's __dict__) lacks a key (expected: the key)
     SHAPE = "shape"  # a relation between sizes the ShapeEnv relied on (expected: Python text)
+    CLOSES_QUIETLY = "closes_quietly"  # freeing it runs no code (dropped_values.py)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

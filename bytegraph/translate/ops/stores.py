@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
+from bytegraph.dropped_values import check_replaced_global
 from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.translate.ops.build import build_slice
@@ -56,6 +57,7 @@ def DELETE_ATTR(tx: Tx, inst: Instruction) -> None:
 @handler("STORE_GLOBAL")
 def STORE_GLOBAL(tx: Tx, inst: Instruction) -> None:
     """(value -- ): a write to the module's globals, replayed after the graph."""
+    check_replaced_global(tx, inst.argval)
     tx.output.side_effects.store_global(tx.f_globals, inst.argval, tx.pop())
 
 
@@ -71,6 +73,7 @@ def DELETE_GLOBAL(tx: Tx, inst: Instruction) -> None:
         raise Unsupported("unbound_name", f"del of undefined global {name!r} (NameError)")
     if pending is None:  # the trace relies on it existing: read it, which guards it
         wrap(tx, tx.f_globals[name], global_source(tx, name))
+    check_replaced_global(tx, name)
     side_effects.delete_global(tx.f_globals, name)
 
 
