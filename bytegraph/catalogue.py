@@ -384,6 +384,11 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "an op under a try block in a graph that cannot rerun as Python if it fails (it "
        "writes into an input or draws random numbers): its error would miss the handler",
        "move the try block out of the compiled function, or the op out of the try"),
+    _E("B507", "random_draw_not_rerunnable", "side_effect",
+       "a draw from Python's random module between two ops of a graph that cannot rerun as "
+       "Python if it fails (it writes into an input or draws torch random numbers): whether "
+       "eager made the draw before an op's error depends on which op fails",
+       "draw the number before the tensor work, or after it"),
     # -- B6xx: limits and requests ---------------------------------------------------
     _E("B601", "inline_depth", "inline_limit",
        "user function calls nest deeper than bytegraph.config.inline_depth_limit",

@@ -258,16 +258,18 @@ def transformed_code(
     """
     codegen = PyCodegen(side_effects, graph_outputs)
     on_error = bc.Label() if on_graph_error is not None and compiled is not None else None
-    reruns = on_error is not None and on_graph_error.rerun is not None
-    if side_effects.draws.draws:  # random numbers the graph (or the rest) needs, drawn first
-        side_effects.draws.emit_prologue(codegen, save_states=reruns)
+    draws = side_effects.draws
+    if on_error is not None and on_graph_error.rerun is not None:
+        draws.saved_after = 0  # the rerun draws them all again
+    if draws.draws:  # random numbers the graph (or the rest) needs, drawn first
+        draws.emit_prologue(codegen)
     if compiled is not None:
         codegen.call_graph(compiled, inputs, on_error)
     emit_tail(codegen)
     if on_error is not None:
         codegen.append(on_error)
-        if side_effects.draws.draws and reruns:
-            side_effects.draws.emit_restore(codegen)  # the rerun draws them again
+        if draws.draws and draws.saved_after is not None:
+            draws.emit_restore(codegen)
         codegen.handle_graph_error(template, on_graph_error)
     try:
         return assemble.assemble(template, codegen.instructions)

@@ -24,6 +24,15 @@ instead, and the transformed code makes them for real:
 A graph that fails at run time reruns the original code as Python
 (graph/rerun.py) only after the generators are put back as the prologue found
 them (``emit_restore``): the rerun draws the same numbers again, as eager.
+
+A graph that cannot rerun (it writes into an input) lets its error through, and
+the state must be eager's at that error: the draws made before the op that
+failed, and no other. Each draw notes how many graph ops came before it
+(``positions``); any op may be the one that fails, so ``settle_on_error``
+accepts draws before every op (eager made them: kept) and after every op
+(eager never reached them: undone by ``emit_restore``, the prologue saving the
+states after the first ones), and refuses a draw between two ops: a graph
+break at that draw, which then runs in Python between two graphs.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import bytecode as bc
 import torch
 
+from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import Source, source_record
 
 if TYPE_CHECKING:
@@ -77,6 +87,10 @@ class DrawPlan:
     # time for example values (the real one is untouched until the code runs).
     shadows: dict[int, random.Random] = dataclasses.field(default_factory=dict)
     inputs: dict[RandomValueSource, Any] = dataclasses.field(default_factory=dict)  # their VTs
+    # Per call: the graph ops traced before it, and the root frame's (step, index) there.
+    positions: list[tuple[int, Any]] = dataclasses.field(default_factory=list)
+    # The prologue saves the states after this many draws, for emit_restore (None: never).
+    saved_after: int | None = None
 
     def shadow(self, real: random.Random) -> random.Random:
         copy = self.shadows.get(id(real))
@@ -85,8 +99,13 @@ class DrawPlan:
             copy.setstate(real.getstate())
         return copy
 
-    def draw(self, generator: Any, method: str, args: tuple, kwargs: dict) -> int:
-        """Record ``generator.method(*args, **kwargs)``; the index of its value."""
+    def draw(
+        self, generator: Any, method: str, args: tuple, kwargs: dict,
+        ops: int = 0, where: Any = None,
+    ) -> int:
+        """Record ``generator.method(*args, **kwargs)``, made after ``ops`` graph ops at the
+        root frame's ``where`` (step, index); the index of its value."""
+        self.positions.append((ops, where))
         known = [i for i, g in enumerate(self.generators) if g is generator]
         position = known[0] if known else len(self.generators)
         if not known:
@@ -116,10 +135,26 @@ class DrawPlan:
     def draws(self) -> bool:
         return bool(self.calls)
 
-    def emit_prologue(self, codegen: PyCodegen, save_states: bool) -> None:
+    def settle_on_error(self, ops: int) -> None:
+        """A graph of ``ops`` ops that cannot rerun: keep what eager has drawn when one of
+        them fails (``saved_after``), or refuse a draw made between two of them."""
+        for before, where in self.positions:
+            if 0 < before < ops:
+                refused = Unsupported(
+                    "random_draw_not_rerunnable",
+                    f"a random draw after {before} of the graph's {ops} ops, in a graph that "
+                    "cannot rerun as Python if one fails",
+                )
+                refused.step, refused.index = where or (None, None)
+                raise refused
+        kept = sum(1 for before, _ in self.positions if before == 0)
+        if kept < len(self.calls):
+            self.saved_after = kept
+
+    def emit_prologue(self, codegen: PyCodegen) -> None:
         """``___random_values = run_plan(*generators)`` at the top of the code; with
-        ``save_states``, the generators' states before the draws are kept too."""
-        codegen.load_callable(_Prologue(tuple(self.calls), self.outputs, save_states))
+        ``saved_after``, the generators' states after that many draws are kept too."""
+        codegen.load_callable(_Prologue(tuple(self.calls), self.outputs, self.saved_after))
         for generator in self.generators:
             codegen(generator)
         codegen.append(*codegen.call_instrs(len(self.generators)))
@@ -127,8 +162,9 @@ class DrawPlan:
 
 
     def emit_restore(self, codegen: PyCodegen) -> None:
-        """Put every generator drawn from back as it was before the prologue: the graph
-        failed and the original code runs instead (graph/rerun.py), drawing again."""
+        """Put every generator drawn from back as the prologue saved it: the graph failed,
+        and the original code runs instead (graph/rerun.py), drawing again, or the error
+        leaves the call, as eager's would, before the draws after the failing op."""
         codegen.load_callable(_restore)
         codegen.append(bc.Instr("LOAD_FAST", VALUES))
         for generator in self.generators:
@@ -149,16 +185,14 @@ class _Prologue:
 
     calls: tuple[tuple[int, str, tuple, dict], ...]
     outputs: list[tuple[str, Expr]]
-    save_states: bool
+    saved_after: int | None  # save the states after this many draws (625 ints each)
 
     def __call__(self, *generators: Any) -> dict[int | str, Any]:
         values: dict[int | str, Any] = {}
-        if self.save_states:  # (625 ints each: only where a rerun may need them)
-            values["states"] = [g.getstate() for g in generators]
-        values.update(
-            (i, getattr(generators[g], method)(*args, **kwargs))
-            for i, (g, method, args, kwargs) in enumerate(self.calls)
-        )
+        for i, (position, method, args, kwargs) in enumerate(self.calls):
+            if i == self.saved_after:
+                values["states"] = [generator.getstate() for generator in generators]
+            values[i] = getattr(generators[position], method)(*args, **kwargs)
         for n, (kind, expr) in enumerate(list(self.outputs)):
             value = evaluate(expr, values)
             values[f"o{n}"] = as_tensor(value) if kind == "tensor" else value

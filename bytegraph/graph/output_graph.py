@@ -24,6 +24,7 @@ from bytegraph.graph.shapes import ShapeSession
 from bytegraph.graph.subgraphs import SubgraphTracer, storage_id
 from bytegraph.guards.guard import Guard, GuardKind
 from bytegraph.guards.sources import Source
+from bytegraph.random_draws import RandomValueSource
 from bytegraph.side_effects import SideEffects
 
 
@@ -133,8 +134,12 @@ class OutputGraph:
     def guard_tensor_inputs_distinct(self) -> None:
         """Guard the frame's tensor inputs distinct objects (one id-set test): a graph that
         writes into an input was traced with each input its own tensor, and AOTAutograd's
-        functionalized graph reads another input's old value when the two are one."""
-        sources = [i.source for i in self.inputs if isinstance(i.example, torch.Tensor)]
+        functionalized graph reads another input's old value when the two are one. A
+        random draw's tensor is made afresh by the code, after the guards: none of theirs."""
+        sources = [
+            i.source for i in self.inputs
+            if isinstance(i.example, torch.Tensor) and not isinstance(i.source, RandomValueSource)
+        ]
         for index in range(1, len(sources)):
             self.add_guard(GuardKind.DISTINCT, sources[index], tuple(sources[:index]))
 

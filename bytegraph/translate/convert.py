@@ -173,6 +173,9 @@ def _translate_with_break(
         if refused.entry.name == "check_not_rerunnable":
             with checks_break():
                 return _translate_with_break(ctx, frame_values, backend, reason, dynamic, region)
+        if refused.entry.name == "random_draw_not_rerunnable" and refused.step is not None:
+            # The draw comes before this break: break there instead.
+            return _translate_with_break(ctx, frame_values, backend, refused, dynamic)
         wider = _wider_with_region(decoded, reason.index, loop)
         if wider is not None:
             return _translate_with_break(ctx, frame_values, backend, reason, dynamic, wider)
@@ -288,6 +291,10 @@ def _compile(
                 "check_not_rerunnable",
                 "a torch._check_tensor_all in a graph that cannot rerun as Python if it fails",
             )
+        if output.side_effects.draws.draws and (on_error is None or on_error.rerun is None):
+            output.side_effects.draws.settle_on_error(output.count_calls())
+            if output.side_effects.draws.saved_after is not None:
+                on_error = on_error or OnGraphError(None, None)  # restore, then re-raise
         if output.ops_in_try and (on_error is None or on_error.rerun is None):
             raise Unsupported(
                 "op_in_try_not_rerunnable",

@@ -223,7 +223,7 @@ class GeneratorVariable(VariableTracker):
             example = getattr(shadow, name)(*consts, **kwargs)
         except Exception as e:
             raise _refuse(f"random {name}{consts} raises {type(e).__name__}") from None
-        index = plan.draw(self, name, consts, kwargs)
+        index = plan.draw(self, name, consts, kwargs, tx.output.count_calls(), _root_step(tx))
         return RandomValueVariable(("draw", index), example, plan, _fits_int64(name, consts))
 
     def _sequence_call(
@@ -411,3 +411,15 @@ def _tensor_input(tx: Tx, drawn: RandomValueVariable, example: torch.Tensor) -> 
     node = output.add_input(source, example, meta)
     vt = drawn.plan.inputs[source] = TensorVariable(node, meta, example.device, source=source)
     return vt
+
+
+def _root_step(tx: Tx) -> tuple[int, int] | None:
+    """The root frame's current step and instruction index: where a break at this draw
+    goes (random_draws.settle_on_error); None where the root is no frame being compiled."""
+    from bytegraph.translate.ops.exceptions import root_translator
+
+    root = root_translator(tx)
+    steps, inst = getattr(root, "steps", None), getattr(root, "current_inst", None)
+    if steps is None or inst is None:
+        return None
+    return steps - 1, inst.index
