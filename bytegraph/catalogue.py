@@ -168,12 +168,17 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "checkpoint, combine_mode='generic' for associative_scan on CPU), or accept the "
        "break: the op then runs in Python"),
     _E("B121", "collective_call", "unsupported_call",
-       "a call into torch.distributed (a collective such as all_reduce, all_gather_into_tensor "
-       "or broadcast, a functional collective, or a process-group query): it runs as Python "
-       "between two graphs, so every rank communicates exactly as in eager",
-       "the tensor work before and after the call is still compiled; to keep one graph, "
-       "move the collective out of the compiled function (DDP and FSDP run theirs in "
-       "their own hooks, outside the graph)"),
+       "a call into torch.distributed that is not captured as a functional collective: "
+       "async_op=True (it returns a Work), an object collective (all_gather_object, "
+       "broadcast_object_list), send/recv, barrier, a group given as a list of ranks or a "
+       "DeviceMesh, a tensor that requires grad, a reduce op other than SUM, AVG, PRODUCT, "
+       "MIN and MAX, a collective inside a higher-order op's body or in a trace with "
+       "dynamic shapes: it runs as Python between two graphs, so every rank communicates "
+       "exactly as in eager",
+       "the tensor work before and after the call is still compiled; to keep one graph, use "
+       "a captured form (dist.all_reduce, all_gather_single, reduce_scatter_single, "
+       "broadcast with async_op=False on the default group or a ProcessGroup object, or "
+       "the functional collectives), or move the call out of the compiled function"),
     _E("B122", "torch_function_mode", "unsupported_call",
        "a TorchFunctionMode (torch.overrides) is active where the trace cannot follow its "
        "dispatch: the frame was entered under one, a break or return falls inside one "

@@ -71,6 +71,9 @@ class OutputGraph:
         # torch.fx.traceback.annotate's items in force, copied into new nodes' meta["custom"]
         # (variables/fx_annotations.py); None outside every annotate block.
         self.node_annotations: tuple[tuple[Any, Any], ...] | None = None
+        # The results of the collectives in the graph, each made a graph output so that no
+        # backend drops a collective the peers wait in (variables/collectives.py).
+        self.collective_results: list[Any] = []
 
     def release(self) -> None:
         """The trace is over (its graphs compiled, its guards built): drop what it read

@@ -13,8 +13,9 @@ does: the same state behind it, the same exception from the user's line.
 That holds only for a graph that changes nothing outside itself before it
 fails: ``reruns_safely`` refuses graphs that write into an input's memory
 (the trace notes it: ``OutputGraph.writes_inputs``; in-place ops on tensors
-the graph made itself are fine) or draw random numbers (they advanced the
-generator). Those let the exception through, as before.
+the graph made itself are fine), draw random numbers (they advanced the
+generator) or communicate (a collective: the peers would see it twice). Those
+let the exception through, as before.
 
 Either way, a graph that switches grad mode (a ``no_grad`` block inside it)
 may fail between the switch and the switch back: the handler first puts the
@@ -32,6 +33,7 @@ import torch
 from torch.fx.operator_schemas import normalize_function
 
 from bytegraph.graph.metadata import op_name
+from bytegraph.variables.collectives import op_namespace
 
 # Substrings of the names of ops that draw from the random generator.
 _RANDOM_NAMES = (
@@ -70,6 +72,8 @@ def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:
             return False
         if node.op in ("call_function", "call_method") and draws_random_numbers(node):
             return False
+        if op_namespace(node.target) == "_c10d_functional":
+            return False  # a collective: the rerun would communicate again
     return True
 
 

@@ -278,7 +278,7 @@ def _compile(
     if has_ops:
         if output.writes_inputs:
             output.guard_tensor_inputs_distinct()
-        tensors = reachable_tensors(roots, output.side_effects)
+        tensors = reachable_tensors(roots + output.collective_results, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
         gm, inputs = output.finish_graph([t.node for t in outputs])
         check_dropped_outputs(gm)

@@ -44,6 +44,7 @@ from bytegraph.variables.base import (
 )
 from bytegraph.variables.builtin import BuiltinVariable, is_builtin_callable
 from bytegraph.variables.collections import collections_function
+from bytegraph.variables.collectives import wrap_distributed
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.containers import (
     DICT_TYPES,
@@ -385,6 +386,9 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
     numpy_object = wrap_numpy_object(value, source)  # np.sin, np.sum, np.float32...
     if numpy_object is not None:
         return numpy_object
+    distributed = wrap_distributed(value, source)  # collectives, process groups, ReduceOp
+    if distributed is not None:
+        return distributed
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value, source=source)
     higher_order = higher_order_variable(value, source)

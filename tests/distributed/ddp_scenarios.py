@@ -179,52 +179,6 @@ def fsdp_train(rank: int, backend_name: str, steps: int = 3) -> dict[str, Any]:
     return {"graphs": backend.calls}
 
 
-# --- collectives inside compiled code ------------------------------------------------------
-
-
-def reduce_then_add(x: torch.Tensor) -> torch.Tensor:
-    y = x * 2
-    dist.all_reduce(y)
-    return y + 1
-
-
-def gather_and_broadcast(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(dist.get_world_size() * x.shape[0], dtype=x.dtype)
-    dist.all_gather_into_tensor(out, x * 3)
-    dist.broadcast(x, src=0)
-    return out.sum() + x
-
-
-def functional_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
-    from torch.distributed import _functional_collectives as funcol
-
-    y = funcol.all_reduce(x * 2, "sum", group)
-    return y + 1
-
-
-def collectives(rank: int) -> dict[str, Any]:
-    """Each function eager and compiled on clones: outputs and the mutated input equal."""
-    counts = {}
-    for fn, extra in (
-        (reduce_then_add, ()),
-        (gather_and_broadcast, ()),
-        (functional_reduce, (dist.group.WORLD,)),
-    ):
-        backend = Counting("eager")
-        x = torch.arange(4.0) + 10 * rank
-        x_eager, x_compiled = x.clone(), x.clone()
-        expected = fn(x_eager, *extra)
-        actual = bytegraph.compile(fn, backend=backend)(x_compiled, *extra)
-        assert torch.equal(torch.as_tensor(actual), torch.as_tensor(expected)), fn.__name__
-        assert torch.equal(x_compiled, x_eager), f"{fn.__name__}: input after the call"
-        counts[fn.__name__] = backend.calls
-        try:  # under fullgraph, the break raises at compile time, before any rank communicates
-            bytegraph.compile(fn, backend="eager", fullgraph=True)(x.clone(), *extra)
-        except bytegraph.Unsupported as error:
-            counts[f"{fn.__name__} fullgraph"] = error.entry.name
-    return counts
-
-
 # --- the registry ------------------------------------------------------------------------
 
 SMALL = dict(make_model=lambda: mlp(2, 64), in_features=64, bucket_cap_mb=0.015)
@@ -261,7 +215,6 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "unused_inner": _unused("inner"),
     "unused_outer": _unused("outer"),
     "inductor": lambda rank: train(rank, "inner", "inductor", **SMALL, steps=2),
-    "collectives": collectives,
     "fsdp_eager": lambda rank: fsdp_train(rank, "eager"),
     "fsdp_aot_eager": lambda rank: fsdp_train(rank, "aot_eager"),
 }

@@ -86,18 +86,6 @@ def test_fsdp2_layers_compile_with_fsdps_hooks_around_them(world_of_two, name):
     assert result(world_of_two, name) == {"graphs": 3}
 
 
-def test_collectives_in_compiled_code_break_cleanly(world_of_two):
-    # Each collective call is a graph break (the tensor work before and after it compiles),
-    # named as one; the functional collective's result (an AsyncCollectiveTensor, a tensor
-    # subclass) sends the rest of its frame to Python.
-    assert result(world_of_two, "collectives") == {
-        "reduce_then_add": 2, "gather_and_broadcast": 2, "functional_reduce": 1,
-        "reduce_then_add fullgraph": "collective_call",
-        "gather_and_broadcast fullgraph": "collective_call",
-        "functional_reduce fullgraph": "collective_call",
-    }
-
-
 def test_world_of_four():
     by_rank = run_world(run_scenarios, 4, ["outer_eager"], deadline=240.0)
     found = result({"outer_eager": [r["outer_eager"] for r in by_rank]}, "outer_eager")
