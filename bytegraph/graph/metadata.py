@@ -362,6 +362,15 @@ def op_name(kind: str, target: Any) -> str:
 _TORCH_OPERATORS = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
 
 
+def op_namespace(target: Any) -> str | None:
+    """``"_c10d_functional"`` for ``torch.ops._c10d_functional.all_reduce[.default]``."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target.namespace
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name.split("::")[0]
+    return None
+
+
 def writes_first_argument(kind: str, target: Any) -> bool:
     """Whether the op writes into its first argument: ``x.add_(y)``, ``x += y``, ``x[i] = v``."""
     if isinstance(target, _TORCH_OPERATORS):  # its schema says (a name may not)

@@ -32,8 +32,7 @@ from typing import Any
 import torch
 from torch.fx.operator_schemas import normalize_function
 
-from bytegraph.graph.metadata import op_name
-from bytegraph.variables.collectives import op_namespace
+from bytegraph.graph.metadata import op_name, op_namespace
 
 # Substrings of the names of ops that draw from the random generator.
 _RANDOM_NAMES = (

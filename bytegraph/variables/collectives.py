@@ -49,11 +49,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from bytegraph.exc import Unsupported
+from bytegraph.graph.metadata import op_namespace
 from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, ModuleGlobalSource, Source
 from bytegraph.variables.base import BoundMethodVariable, PythonValueVariable, VariableTracker
@@ -74,15 +76,6 @@ _REDUCE_NAMES = ("SUM", "AVG", "PRODUCT", "MIN", "MAX")
 
 
 _OP_TYPES = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
-
-
-def op_namespace(op: Any) -> str | None:
-    """``"_c10d_functional"`` for ``torch.ops._c10d_functional.all_reduce[.default]``."""
-    if isinstance(op, torch._ops.OpOverload):
-        return op.namespace
-    if isinstance(op, torch._ops.OpOverloadPacket):
-        return op._qualified_op_name.split("::")[0]
-    return None
 
 
 def _op_name(op: Any) -> str:
@@ -110,7 +103,7 @@ def wrap_distributed(value: Any, source: Source) -> VariableTracker | None:
         if op_namespace(value) in ("_c10d_functional", "c10d", "_c10d_functional_autograd"):
             return FunctionalOpVariable(value, source=source)
         return None
-    kind = _function_kinds().get(value) if callable(value) else None
+    kind = _function_kinds().get(value) if isinstance(value, types.FunctionType) else None
     if kind is not None:
         return CollectiveFunctionVariable(value, kind, source=source)
     if isinstance(value, c10d.ProcessGroup):
@@ -124,8 +117,19 @@ def wrap_distributed(value: Any, source: Source) -> VariableTracker | None:
     return None
 
 
+_KINDS: dict[bool, dict[Any, str]] = {}
+
+
 def _function_kinds() -> dict[Any, str]:
     """The functions modelled here, by what each one does; funcol's only once imported."""
+    funcol_imported = _FUNCOL in sys.modules
+    kinds = _KINDS.get(funcol_imported)
+    if kinds is None:
+        kinds = _KINDS[funcol_imported] = _make_function_kinds()
+    return kinds
+
+
+def _make_function_kinds() -> dict[Any, str]:
     c10d = _c10d()
     kinds: dict[Any, str] = {
         c10d.all_reduce: "all_reduce_", c10d.all_gather_into_tensor: "all_gather_",
