@@ -256,9 +256,9 @@ class CollectiveFunctionVariable(PythonValueVariable):
         if self.kind in ("get_rank", "get_world_size"):
             pg = _group(tx, bound.get("group"))
             return ConstantVariable(getattr(_c10d(), self.kind)(pg))
+        _check_trace(tx, self.value.__name__)
         if self.kind == "wait":
             return _wait(tx, _tensor(bound["tensor"]))
-        _check_trace(tx, self.value.__name__)
         if self.kind.endswith("_"):
             return _in_place(tx, self.kind, bound)
         return _functional(tx, self.kind, bound)
