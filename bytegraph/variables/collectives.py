@@ -40,8 +40,9 @@ meaning the graph keeps exactly; every other form is a graph break
    graph output (``OutputGraph.collective_results``), so none is dropped. A
    graph that communicates never reruns as Python when it raises
    (``graph/rerun.py``): the rerun would communicate twice. Inside a
-   higher-order body, under a TorchFunctionMode or with dynamic shapes a
-   collective breaks.
+   higher-order body or under a TorchFunctionMode a collective breaks. In a
+   trace with dynamic shapes the shape checks above are decisions about
+   symbols, guards like any other (an all-gather's output is ``2*s0`` long).
 """
 
 from __future__ import annotations
@@ -268,14 +269,12 @@ class CollectiveFunctionVariable(PythonValueVariable):
 
 
 def _check_trace(tx: Tx, name: str) -> None:
-    """The trace can hold a collective here: not in a body, a mode or a dynamic trace."""
+    """The trace can hold a collective here: not in a higher-order body or under a mode."""
     output = tx.output
     if output.tracer.parent is not None:
         raise _refuse(f"{name} inside a higher-order op's body")
     if output.function_modes:
         raise _refuse(f"{name} under a TorchFunctionMode")
-    if output.shapes is not None:
-        raise _refuse(f"{name} in a trace with dynamic shapes")
 
 
 def _tensor(vt: VariableTracker | None) -> Any:

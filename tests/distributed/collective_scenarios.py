@@ -288,6 +288,37 @@ def _raising_graph(rank: int) -> dict[str, Any]:
     return {"graphs": backend.graphs}
 
 
+def _dynamic(rank: int, backend_name: str) -> dict[str, Any]:
+    """Three sizes: the second call traces again with a dynamic size (the size changed),
+    the third reuses that graph; the collectives are in both graphs."""
+    found = {}
+    for name, make_args in (
+        ("reduce_then_add", lambda n: (torch.arange(float(n)) + rank,)),
+        ("gather_into", lambda n: (torch.arange(float(n)) + rank, torch.zeros(2 * n))),
+        ("reduce_scatter", lambda n: (torch.arange(float(n)) + rank, torch.zeros(n // 2))),
+        ("functional_others", lambda n: (torch.arange(float(n)) + rank,)),
+    ):
+        fn = CAPTURED[name][0]
+        # compare's seed is rank + 10 * call: the sizes, the same on every rank, 4, 6, 8
+        sizes = lambda seed, m=make_args: m(4 + 2 * (seed // 10))  # noqa: E731
+        found[name] = compare(rank, fn, sizes, backend_name, calls=3)
+    return found
+
+
+def _gradients(rank: int) -> dict[str, Any]:
+    """An all-reduce of a tensor that requires grad: a break, and eager's gradients (autograd
+    does not see eager's collective; a captured one would be differentiated: torch.compile
+    2.13 gives twice eager's gradients here)."""
+    backend = Recording("aot_eager")
+    grads = []
+    for fn in (reduce_requires_grad, bytegraph.compile(reduce_requires_grad, backend=backend)):
+        w = (torch.arange(3.0) + rank).requires_grad_()
+        fn(w).square().sum().backward()
+        grads.append(w.grad)
+    assert torch.equal(grads[1], grads[0]), grads
+    return {"graphs": backend.graphs}
+
+
 def _refused(rank: int) -> dict[str, Any]:
     found = {}
     for name, (fn, make_args) in REFUSED.items():
@@ -326,6 +357,9 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "dead_reduce_dce": lambda rank: _dead_reduce_mixed(rank, "dce"),
     "dead_reduce_inductor": lambda rank: _dead_reduce_mixed(rank, "inductor"),
     "raising_graph": _raising_graph,
+    "dynamic_eager": lambda rank: _dynamic(rank, "eager"),
+    "dynamic_aot_eager": lambda rank: _dynamic(rank, "aot_eager"),
+    "gradients": _gradients,
     "refused": _refused,
 }
 

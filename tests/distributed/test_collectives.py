@@ -85,6 +85,17 @@ def test_a_graph_that_communicates_is_not_rerun_when_it_raises(world_of_two):
     assert result(world_of_two, "raising_graph") == {"graphs": [["all_reduce", "wait_tensor"]]}
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_collectives_in_a_trace_with_dynamic_shapes(world_of_two, backend):
+    # Sizes 4, 6, 8: a static graph, then one with a dynamic size that the third call
+    # reuses; both hold the collectives.
+    found = result(world_of_two, f"dynamic_{backend}")
+    assert {name: value["graphs"] for name, value in found.items()} == {
+        name: CAPTURED_GRAPHS[name] * 2 for name in found
+    }
+    assert len(found) == 4
+
+
 def test_refused_forms_break_cleanly(world_of_two):
     found = result(world_of_two, "refused")
     assert {name: value["fullgraph"] for name, value in found.items()} == {
@@ -98,3 +109,7 @@ def test_refused_forms_break_cleanly(world_of_two):
     assert found["reduce_async"]["graphs"] == [[]]
     assert found["send_recv"]["graphs"] == [[], []]
     assert found["reduce_requires_grad"]["graphs"] == [[], []]
+
+
+def test_a_tensor_that_requires_grad_breaks_with_eagers_gradients(world_of_two):
+    assert result(world_of_two, "gradients") == {"graphs": [[], []]}
