@@ -32,11 +32,15 @@ meaning the graph keeps exactly; every other form is a graph break
    size are then fixed, and a new process group (destroyed and created again)
    traces again. A list of ranks, a DeviceMesh or a rank outside the group
    breaks. ``dist.get_rank()`` and ``dist.get_world_size()`` fold to constants
-   the same way, as under torch.compile. Each rank's guards are the same
-   checks, so the ranks compile the same graphs for the same inputs.
-4. **No hang, no repeat.** A functional collective is pure to fx and to the
-   backends, which drop an op whose result nothing reads: this rank would then
-   skip a collective its peers wait in. Every collective's result is made a
+   the same way, as under torch.compile; ``dist.is_initialized()`` folds
+   guarded by its value, ``dist.is_available()`` (the build's) unguarded.
+   Each rank's guards are the same checks, so the ranks compile the same
+   graphs for the same inputs.
+4. **No hang, no repeat.** fx counts a functional collective as pure (torch
+   lists ``wait_tensor`` as side-effectful only once its
+   ``_functional_collectives`` module is imported), so a backend may drop one
+   whose result nothing reads: this rank would then skip a collective its
+   peers wait in. Every collective's result is made a
    graph output (``OutputGraph.collective_results``), so none is dropped. A
    graph that communicates never reruns as Python when it raises
    (``graph/rerun.py``): the rerun would communicate twice. Inside a
@@ -58,7 +62,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph.metadata import op_namespace
 from bytegraph.guards.guard import GuardKind
-from bytegraph.guards.sources import AttrSource, ModuleGlobalSource, Source
+from bytegraph.guards.sources import AttrSource, ModuleGlobalSource, Source, StateCallSource
 from bytegraph.variables.base import BoundMethodVariable, PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.torch_ops import TorchOperatorVariable
@@ -137,6 +141,8 @@ def _make_function_kinds() -> dict[Any, str]:
         c10d.reduce_scatter_tensor: "reduce_scatter_", c10d.broadcast: "broadcast_",
         c10d.all_gather_single: "all_gather_", c10d.reduce_scatter_single: "reduce_scatter_",
         c10d.get_rank: "get_rank", c10d.get_world_size: "get_world_size",
+        c10d.is_initialized: "is_initialized",
+        sys.modules["torch.distributed"].is_available: "is_available",
     }
     funcol = sys.modules.get(_FUNCOL)
     if funcol is not None:
@@ -245,7 +251,8 @@ def _reduce_name(op: VariableTracker | None, functional: bool) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class CollectiveFunctionVariable(PythonValueVariable):
-    """``dist.all_reduce`` and the other collectives modelled here, ``dist.get_rank`` too."""
+    """``dist.all_reduce`` and the other collectives modelled here, and the queries
+    (``dist.get_rank``, ``is_initialized``...) folded to constants."""
 
     kind: str = ""
 
@@ -254,6 +261,12 @@ class CollectiveFunctionVariable(PythonValueVariable):
             bound = inspect.signature(self.value).bind(*args, **kwargs).arguments
         except TypeError as error:  # Python raises eager's own error
             raise _refuse(f"{self.value.__name__} called with {error}") from error
+        if self.kind == "is_available":  # the build's: the same all the process long
+            return ConstantVariable(self.value())
+        if self.kind == "is_initialized":
+            initialized = self.value()
+            tx.output.add_guard(GuardKind.CONSTANT_MATCH, StateCallSource(self.value), initialized)
+            return ConstantVariable(initialized)
         if self.kind in ("get_rank", "get_world_size"):
             pg = _group(tx, bound.get("group"))
             return ConstantVariable(getattr(_c10d(), self.kind)(pg))

@@ -138,6 +138,12 @@ def reduce_then_index(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return y[index]  # out of range on rank 0: the graph raises after the collective
 
 
+def reduce_if_initialized(x: torch.Tensor) -> torch.Tensor:
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(x)
+    return x / dist.get_world_size()
+
+
 # --- programs: refused (a break each) ----------------------------------------------------
 
 
@@ -338,6 +344,7 @@ CAPTURED: dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]] = {
     "functional_reduce": (functional_reduce, vector),
     "functional_others": (functional_others, vector),
     "functional_ops": (functional_ops, vector),
+    "reduce_if_initialized": (reduce_if_initialized, vector),
 }
 REFUSED: dict[str, tuple[Callable[..., Any], Callable[[int], tuple]]] = {
     "reduce_async": (reduce_async, vector),

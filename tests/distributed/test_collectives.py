@@ -11,8 +11,11 @@ fullgraph) with eager's results.
 from __future__ import annotations
 
 import pytest
+import torch
 from collective_scenarios import SCENARIOS, run_scenarios
 from world import run_world
+
+import bytegraph
 
 torch_distributed = pytest.importorskip("torch.distributed")
 if not torch_distributed.is_available():
@@ -31,6 +34,7 @@ CAPTURED_GRAPHS = {
         "broadcast", "wait_tensor",
     ]],
     "functional_ops": [["all_reduce", "wait_tensor"]],
+    "reduce_if_initialized": [["all_reduce", "wait_tensor"]],
 }
 
 
@@ -113,3 +117,21 @@ def test_refused_forms_break_cleanly(world_of_two):
 
 def test_a_tensor_that_requires_grad_breaks_with_eagers_gradients(world_of_two):
     assert result(world_of_two, "gradients") == {"graphs": [[], []]}
+
+
+def test_queries_fold_where_no_process_group_exists(counting_backend):
+    # In this (the test) process torch.distributed is not initialized: is_initialized()
+    # is False, guarded, and the frame is one graph without a collective.
+    from torch import distributed as dist
+
+    def scaled(x):
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(x)
+            return x / dist.get_world_size()
+        return x * 2
+
+    assert not dist.is_initialized()
+    x = torch.arange(3.0)
+    compiled = bytegraph.compile(scaled, backend=counting_backend, fullgraph=True)
+    assert torch.equal(compiled(x), scaled(x))
+    assert counting_backend.calls == 1
