@@ -172,9 +172,9 @@ CATALOGUE: dict[str, BreakEntry] = _entries(
        "async_op=True (it returns a Work), an object collective (all_gather_object, "
        "broadcast_object_list), send/recv, barrier, a group given as a list of ranks or a "
        "DeviceMesh, a tensor that requires grad, a reduce op other than SUM, AVG, PRODUCT, "
-       "MIN and MAX, a collective inside a higher-order op's body or under a "
-       "TorchFunctionMode: it runs as Python between two graphs, so every rank "
-       "communicates exactly as in eager",
+       "MIN and MAX (or AVG of integers, or complex numbers), a collective inside a "
+       "higher-order op's body or under a TorchFunctionMode: it runs as Python between two "
+       "graphs, so every rank communicates exactly as in eager",
        "the tensor work before and after the call is still compiled; to keep one graph, use "
        "a captured form (dist.all_reduce, all_gather_single, reduce_scatter_single, "
        "broadcast with async_op=False on the default group or a ProcessGroup object, or "

@@ -351,6 +351,8 @@ def _functional(tx: Tx, kind: str, bound: dict) -> VariableTracker:
     AsyncCollectiveTensor, which waits on first use)."""
     if _constant(bound.get("tag"), "", "the tag") != "":
         raise _refuse("a functional collective with a tag")
+    if not isinstance(bound["group"], ProcessGroupVariable):  # None: eager's ValueError
+        raise _refuse(f"a functional collective on the group {bound['group']}")
     pg = _group(tx, bound["group"])
     tensor = _tensor(bound["self"])
     if kind == "all_reduce":
@@ -389,7 +391,16 @@ def _wait(tx: Tx, tensor: VariableTracker) -> VariableTracker:
     return waited
 
 
+def _check_reduction(tensor: Any, op: str) -> None:
+    """Reductions eager and the functional op do alike on gloo (checked dtype by dtype): not
+    AVG of integers or bools (eager raises; the functional op fails later, in whatever
+    collective comes next), nothing of complex numbers (they raise different errors)."""
+    if tensor.dtype.is_complex or (op == "avg" and not tensor.dtype.is_floating_point):
+        raise _refuse(f"a reduction {op!r} of {tensor.dtype}")
+
+
 def _all_reduce(tx: Tx, tensor: Any, op: str, pg: Any) -> VariableTracker:
+    _check_reduction(tensor, op)
     return _call(tx, "all_reduce", [tensor, op, pg.group_name])
 
 
@@ -407,6 +418,7 @@ def _all_gather(tx: Tx, tensor: Any, pg: Any, into: Any) -> VariableTracker:
 
 
 def _reduce_scatter(tx: Tx, tensor: Any, op: str, pg: Any, into: Any) -> VariableTracker:
+    _check_reduction(tensor, op)
     size = pg.size()
     if not tensor.shape or tensor.shape[0] % size:
         raise _refuse(f"a reduce_scatter of shape {tensor.shape} over {size} ranks")

@@ -147,6 +147,15 @@ def reduce_if_initialized(x: torch.Tensor) -> torch.Tensor:
 # --- programs: refused (a break each) ----------------------------------------------------
 
 
+def functional_group_none(x: torch.Tensor) -> torch.Tensor:
+    return funcol.all_reduce(x, "sum", None) + 1
+
+
+def reduce_maximum(x: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x + 1
+
+
 def reduce_async(x: torch.Tensor) -> torch.Tensor:
     work = dist.all_reduce(x, async_op=True)
     work.wait()
@@ -325,6 +334,27 @@ def _gradients(rank: int) -> dict[str, Any]:
     return {"graphs": backend.graphs}
 
 
+def _eagers_errors(rank: int) -> dict[str, Any]:
+    """Calls eager refuses (funcol takes no group=None, gloo no MAX of complex numbers)
+    raise eager's error compiled too. (An AVG of integers, also refused, is left out: eager's
+    own error there leaves gloo's connection broken at times.)"""
+    found = {}
+    for name, fn, x in (
+        ("functional_group_none", functional_group_none, torch.ones(4)),
+        ("maximum_of_complex_numbers", reduce_maximum, torch.ones(4, dtype=torch.complex64)),
+    ):
+        errors = []
+        for run in (fn, bytegraph.compile(fn, backend="eager")):
+            try:
+                run(x.clone())
+                errors.append("none")
+            except (ValueError, RuntimeError) as error:
+                errors.append(type(error).__name__)
+            dist.barrier()  # a failure the collective left for later would surface here
+        found[name] = errors
+    return found
+
+
 def _refused(rank: int) -> dict[str, Any]:
     found = {}
     for name, (fn, make_args) in REFUSED.items():
@@ -367,6 +397,7 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "dynamic_eager": lambda rank: _dynamic(rank, "eager"),
     "dynamic_aot_eager": lambda rank: _dynamic(rank, "aot_eager"),
     "gradients": _gradients,
+    "eagers_errors": _eagers_errors,
     "refused": _refused,
 }
 

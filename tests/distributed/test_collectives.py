@@ -115,6 +115,13 @@ def test_refused_forms_break_cleanly(world_of_two):
     assert found["reduce_requires_grad"]["graphs"] == [[], []]
 
 
+def test_a_call_eager_refuses_raises_eagers_error(world_of_two):
+    assert result(world_of_two, "eagers_errors") == {
+        "functional_group_none": ["ValueError", "ValueError"],
+        "maximum_of_complex_numbers": ["ValueError", "ValueError"],
+    }
+
+
 def test_a_tensor_that_requires_grad_breaks_with_eagers_gradients(world_of_two):
     assert result(world_of_two, "gradients") == {"graphs": [[], []]}
 
