@@ -81,6 +81,13 @@ def attention(
     return torch.matmul(weights, v) @ wo
 
 
+def loop50(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A Python loop of small tensor ops: the same bytecode traced 50 times."""
+    for _ in range(50):
+        x = torch.tanh(x @ w) * 0.5 + x
+    return x
+
+
 def warmup_program(a: torch.Tensor) -> torch.Tensor:
     return torch.sin(a).sum(dim=0) + a.mean()
 
@@ -111,6 +118,25 @@ def linear_stack(depth: int) -> torch.nn.Module:
     return torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(depth))).eval()
 
 
+def transformer_layer() -> torch.nn.Module:
+    layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True)
+    return layer.eval()
+
+
+class GPT2Hidden(torch.nn.Module):
+    """transformers' GPT2Model (12 blocks, tiny width), returning its last hidden state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import transformers
+
+        config = transformers.GPT2Config(n_embd=64, n_layer=12, n_head=4, vocab_size=100)
+        self.model = transformers.GPT2Model(config).eval()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, use_cache=False).last_hidden_state
+
+
 PROGRAMS = [
     Program("add_mul 4x4", add_mul, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
     Program("mlp 4x64, batch 32", mlp4, mlp4_args),
@@ -118,6 +144,9 @@ PROGRAMS = [
     Program("attention seq 16, dim 64", attention, attention_args),
     Program("Linear x60 (120 params)", linear_stack(60), lambda: (torch.randn(4, 16),)),
     Program("Linear x150 (300 params)", linear_stack(150), lambda: (torch.randn(4, 16),)),
+    Program("TransformerEncoderLayer d64", transformer_layer(), lambda: (torch.randn(2, 16, 64),)),
+    Program("loop 50 steps 8x8", loop50, lambda: (torch.randn(8, 8), torch.randn(8, 8) / 8)),
+    Program("GPT2Model 12 blocks d64", GPT2Hidden(), lambda: (torch.randint(0, 100, (2, 16)),)),
 ]
 
 
