@@ -17,6 +17,11 @@ shape_rules: bool = True
 """Answer the simplest forms of frequent ops (linear, conv2d, relu...) by bytegraph's own
 shape rules (``graph/shape_rules.py``) instead of torch's Python meta kernels."""
 
+reuse_fragments: bool = True
+"""Trace a repeated call (the N identical blocks of a model) once and copy its graph
+fragment for the later calls whose arguments, module attributes and guards match
+(``translate/fragments.py``), instead of interpreting the same bytecode again."""
+
 strict: bool = False
 """Raise a bytegraph bug met while compiling (as ``InternalError``) instead of
 warning once and running the function as plain Python. The test suite sets it."""

@@ -6,7 +6,8 @@ cache entry's guards), ``graph_breaks`` (why and where each break happened),
 ``recompiles`` (which guard failed, with the value that failed it),
 ``output_code`` (the transformed and resume functions' bytecode),
 ``internal`` (the traceback of a bytegraph bug met while compiling, after
-which the function ran as plain Python).
+which the function ran as plain Python), ``fragments`` (each repeated call
+answered by a copy of an earlier call's graph fragment: translate/fragments.py).
 
 ``BYTEGRAPH_LOGS="graph_breaks,+guards"`` enables ``graph_breaks`` at INFO and
 ``guards`` at DEBUG; ``bytegraph.set_logs("graph_breaks,+guards")`` or
@@ -26,7 +27,7 @@ import os
 
 ARTIFACTS = (
     "bytecode", "graph_code", "guards", "graph_breaks", "recompiles", "output_code", "internal",
-    "ddp",
+    "ddp", "fragments",
 )
 _ROOT = logging.getLogger("bytegraph")
 _handler: logging.Handler | None = None

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 DELETED = object()
 """Marks an attribute, cell or global deleted during the trace."""
 
+NOTHING = object()
+"""What a read of the log found where it holds no entry (in ``SideEffects.reads``)."""
+
 TOP_SCOPE = 1
 """The scope of values created by the frame itself (0 is "existed before the trace")."""
 
@@ -97,6 +100,10 @@ class SideEffects:
         self.draws = DrawPlan()  # random-module draws the code makes before the graph
         self._body_stores: list[ScopeStores] = []  # per body being traced, innermost last
         self.add_guard = add_guard  # the OutputGraph's: what undone stores rely on is guarded
+        # While a call is recorded for reuse (translate/fragments.py): every read of the
+        # log as (table, key, name, entry found or NOTHING, value returned), and every
+        # write as ("write", table, key, name, None). None: nobody listens.
+        self.reads: list[tuple[Any, ...]] | None = None
 
     def release(self) -> None:
         """The trace is over: let go of the frame's objects it tracked. A VT holds its
@@ -108,6 +115,30 @@ class SideEffects:
             table.clear()
         self._order.clear()
         self.keepalive.clear()
+
+    def log_length(self) -> int:
+        """How many objects, globals and calls the log holds (it only grows)."""
+        return len(self._order)
+
+    def logged(self, entries: int) -> list[Any]:
+        """The VTs the log's first ``entries`` entries change, and the values they hold."""
+        found: list[Any] = []
+        for kind, key in self._order[:entries]:
+            if kind == "global":
+                found.append(self._globals[key])
+            elif kind == "contents":
+                found.append(key.vt)
+            elif kind == "attrs":
+                found.append(key.vt)
+                found.extend(self._attrs[key].values())
+        return [v for v in found if v is not DELETED]
+
+    def pending_sources(self) -> list[Any]:
+        """The sources of the frame's objects with a change pending."""
+        return [
+            key.vt.source for kind, key in self._order
+            if kind in ("contents", "attrs") and key.vt.source is not None
+        ]
 
     # -- objects that existed before the trace ------------------------------
 
@@ -200,13 +231,33 @@ class SideEffects:
     # -- containers -------------------------------------------------------
     def contents(self, vt: VariableTracker, initial: Any) -> Any:
         """The current contents of a container VT (``initial`` if never mutated)."""
-        return self._contents.get(_Key(vt), initial)
+        key = _Key(vt)
+        found = self._contents.get(key, NOTHING)
+        value = initial if found is NOTHING else found
+        if self.reads is not None:
+            self.reads.append(("contents", key, None, found, value))
+        return value
+
+    def entry(self, table: str, key: Any, name: Any) -> Any:
+        """What a read of ``table`` (as in ``reads``) finds now, or NOTHING."""
+        if table == "contents":
+            return self._contents.get(key, NOTHING)
+        if table == "attrs":
+            return self._attrs.get(key, {}).get(name, NOTHING)
+        if table == "all_attrs":
+            return tuple(self._attrs.get(key, {}).items())
+        return self._globals.get(key, NOTHING)
+
+    def _note_write(self, table: str, key: Any, name: Any = None) -> None:
+        if self.reads is not None:
+            self.reads.append(("write", table, key, name, None))
 
     def set_contents(self, vt: VariableTracker, contents: Any) -> None:
         self.check_allowed_side_effect(vt)
         if vt.source is not None:
             self._check_dropped_contents(vt, contents)
         key = _Key(vt)
+        self._note_write("contents", key)
         if key not in self._contents:
             self._order.append(("contents", key))
         self._contents[key] = contents
@@ -224,11 +275,16 @@ class SideEffects:
     # -- attributes -------------------------------------------------------
     def load_attr(self, vt: VariableTracker, name: str) -> Any:
         """The pending value of ``vt.name``, ``DELETED``, or None if never stored."""
-        return self._attrs.get(_Key(vt), {}).get(name)
+        key = _Key(vt)
+        found = self._attrs.get(key, {}).get(name, NOTHING)
+        if self.reads is not None:
+            self.reads.append(("attrs", key, name, found, found))
+        return None if found is NOTHING else found
 
     def store_attr(self, vt: VariableTracker, name: str, value: Any) -> None:
         key = _Key(vt)
         self._check_replaced_attr(vt, name)
+        self._note_write("attrs", key, name)
         if self._outside_body(vt):  # allowed if the body undoes it (body_stores.py)
             self._body_stores[-1].note(vt, name, self._attrs.get(key, {}).get(name, ABSENT))
         else:
@@ -259,19 +315,29 @@ class SideEffects:
     def forget_attr(self, vt: VariableTracker, name: str) -> None:
         """Drop the pending store of ``vt.name``: the real object is left as it was."""
         self.check_allowed_side_effect(vt)
+        self._note_write("attrs", _Key(vt), name)
         self._attrs.get(_Key(vt), {}).pop(name, None)
 
     def pending_attrs(self, vt: VariableTracker) -> dict[str, Any]:
-        return self._attrs.get(_Key(vt), {})
+        found = self._attrs.get(_Key(vt), {})
+        if self.reads is not None:
+            snapshot = tuple(found.items())
+            self.reads.append(("all_attrs", _Key(vt), None, snapshot, snapshot))
+        return found
 
     # -- globals ----------------------------------------------------------
     def load_global(self, f_globals: dict[str, Any], name: str) -> Any:
         """The pending value of a global, ``DELETED``, or None if never written."""
-        return self._globals.get(_GlobalKey.of(f_globals, name))
+        key = _GlobalKey.of(f_globals, name)
+        found = self._globals.get(key, NOTHING)
+        if self.reads is not None:
+            self.reads.append(("global", key, None, found, found))
+        return None if found is NOTHING else found
 
     def store_global(self, f_globals: dict[str, Any], name: str, value: Any) -> None:
         self._check_global_write(name)
         key = _GlobalKey.of(f_globals, name)
+        self._note_write("global", key)
         if key not in self._globals:
             self._order.append(("global", key))
         self._globals[key] = value
@@ -283,6 +349,7 @@ class SideEffects:
     def record_call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """``fn(*args, **kwargs)`` made by the replay, in order with the other entries:
         a print or log call on constants (variables/logging_calls.py)."""
+        self._note_write("call", None)
         self._order.append(("call", _Call(fn, args, kwargs)))
 
     # -- what the generated code will need --------------------------------

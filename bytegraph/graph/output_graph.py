@@ -74,6 +74,8 @@ class OutputGraph:
         # The results of the collectives in the graph, each made a graph output so that no
         # backend drops a collective the peers wait in (variables/collectives.py).
         self.collective_results: list[Any] = []
+        # Calls recorded for reuse, by key (translate/fragments.py).
+        self.fragments: dict[Any, Any] = {}
 
     def release(self) -> None:
         """The trace is over (its graphs compiled, its guards built): drop what it read

@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING
 
 from bytegraph import config
 from bytegraph.exc import Unsupported
+from bytegraph.translate.fragments import inline_with_reuse
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.containers import DictVariable, TupleVariable
 from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.generators import GeneratorVariable, SuspendedFrame
 
 if TYPE_CHECKING:
-    from bytegraph.translate.translator import InstructionTranslatorBase
+    from bytegraph.translate.translator import (
+        InliningInstructionTranslator,
+        InstructionTranslatorBase,
+    )
     from bytegraph.variables.functions import BaseFunctionVariable
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
@@ -36,8 +40,6 @@ def inline_call(
     args: list[VariableTracker],
     kwargs: dict[str, VariableTracker],
 ) -> VariableTracker:
-    from bytegraph.translate.translator import InliningInstructionTranslator
-
     code = fn.code()
     if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
         raise Unsupported("coroutine_call", f"async function {code.co_name}")
@@ -45,15 +47,36 @@ def inline_call(
         raise Unsupported("inline_depth", f"inlining {code.co_name} at depth {tx.inline_depth}")
     positional_defaults, keyword_defaults = fn.defaults(tx)
     symbolic_locals = bind_arguments(code, args, kwargs, positional_defaults, keyword_defaults)
-    child = InliningInstructionTranslator(
+    if code.co_flags & CO_GENERATOR:  # nothing runs until the consumer asks for an item
+        frame = SuspendedFrame(_child(tx, fn, symbolic_locals))
+        call = (fn, tuple(args), tuple(kwargs.items()))
+        return GeneratorVariable((), frame, call, mutation_type=NEW_VALUE)
+    # A repeated call (the next block of a model) may be a copy of an earlier one.
+    return inline_with_reuse(tx, fn, symbolic_locals, lambda: _run(tx, fn, symbolic_locals))
+
+
+def _child(
+    tx: InstructionTranslatorBase,
+    fn: BaseFunctionVariable,
+    symbolic_locals: dict[str, VariableTracker],
+) -> InliningInstructionTranslator:
+    from bytegraph.translate.translator import InliningInstructionTranslator
+
+    code = fn.code()
+    return InliningInstructionTranslator(
         code, symbolic_locals, fn.f_globals(), fn.cells(tx), tx.output,
         inline_depth=tx.inline_depth + 1, parent=tx,
         is_generator=bool(code.co_flags & CO_GENERATOR),
     )
-    if child.is_generator:  # nothing runs until the consumer asks for an item
-        frame = SuspendedFrame(child)
-        call = (fn, tuple(args), tuple(kwargs.items()))
-        return GeneratorVariable((), frame, call, mutation_type=NEW_VALUE)
+
+
+def _run(
+    tx: InstructionTranslatorBase,
+    fn: BaseFunctionVariable,
+    symbolic_locals: dict[str, VariableTracker],
+) -> VariableTracker:
+    """Inline: a child translator runs ``fn``'s code with ``symbolic_locals``."""
+    child = _child(tx, fn, symbolic_locals)
     try:
         child.run()
     except ObservedRaise as error:

@@ -43,6 +43,11 @@ def override(tx: Tx, source: Source) -> VariableTracker | None:
     return None if active is None else active.get(source)
 
 
+def overriding(output: Any) -> bool:
+    """Whether a functional_call is in progress in the trace of ``output``."""
+    return id(output) in _OVERRIDES
+
+
 @contextlib.contextmanager
 def _overriding(tx: Tx, members: dict[Source, VariableTracker]) -> Iterator[None]:
     key = id(tx.output)
