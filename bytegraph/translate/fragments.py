@@ -105,7 +105,7 @@ def inline_with_reuse(
     outermost = effects.reads is None
     if outermost:
         effects.reads = []
-    recording = _Recording.start(tx.output)
+    recording = _Recording.start(tx.output, call)
     try:
         result = run()
         try:
@@ -235,14 +235,17 @@ class _Recording:
     log: int  # entries of the side effect log before the call
     reads: int  # items of its ``reads`` before the call
 
+    arguments: tuple[Any, ...]  # the tensor arguments' metadata and versions
+
     @staticmethod
-    def start(output: OutputGraph) -> _Recording:
+    def start(output: OutputGraph, call: Call) -> _Recording:
         nodes = output.graph.nodes
         last = next(iter(reversed(nodes)), None)
         effects = output.side_effects
         return _Recording(
             last, len(output.inputs), _flags(output), output.uses_default_device,
             torch.is_grad_enabled(), effects.log_length(), len(effects.reads),
+            _argument_state(call),
         )
 
     def _state_read(self, output: OutputGraph, call: Call) -> list[tuple[Any, ...]]:
@@ -290,6 +293,9 @@ class _Recording:
             torch.is_grad_enabled() != self.grad
         ):
             raise _Refused("the call changed state beside the graph")
+        if output.writes_inputs or _argument_state(call) != self.arguments:
+            # A copy would leave the argument's metadata (its meta tensor) as it was.
+            raise _Refused("the call may write into a tensor it was given")
         state = self._state_read(output, call)
         nodes = self._new_nodes(output)
         made = set(nodes)
@@ -339,9 +345,18 @@ class _Recording:
         return nodes
 
 
+def _argument_state(call: Call) -> tuple[Any, ...]:
+    """What an in-place op on a tensor argument changes: its version, its metadata."""
+    return tuple(
+        (t._version, t.shape, t.stride(), t.storage_offset(), t.dtype, t.requires_grad)
+        for t in (vt.example for vt in call.tensors)
+    )
+
+
 def _flags(output: OutputGraph) -> tuple[Any, ...]:
     tracer = output.root_tracer
     return (
+        torch.get_default_dtype(), str(torch.get_default_device()),
         *(getattr(output, name) for name in _OUTPUT_FLAGS),
         len(output.keyed_tensors), len(output.generator_frames), len(output.collective_results),
         len(tracer.modules), len(tracer.shared), len(output.side_effects.draws.calls),
