@@ -21,7 +21,8 @@ Both systems are warmed up first on an unrelated function: the first
 meta/fake tensor op in a process imports ``torch._dynamo`` (about 0.75 s),
 which would otherwise be charged to whichever system traces first.
 
-Run: ``python bench/bench_compile.py [--inductor] [--repeats N] [--only TEXT] [--cpu-time]``
+Run: ``python bench/bench_compile.py [--inductor] [--repeats N] [--only TEXT] [--cpu-time]
+[--no-reuse]`` (``--no-reuse``: repeated blocks traced again, as before translate/fragments.py)
 """
 
 from __future__ import annotations
@@ -409,7 +410,12 @@ def main() -> None:
         "--cpu-time", action="store_true",
         help="time with this thread's CPU time instead of the wall clock (a shared machine)",
     )
+    parser.add_argument(
+        "--no-reuse", action="store_true",
+        help="bytegraph traces every repeated block again (config.reuse_fragments off)",
+    )
     opts = parser.parse_args()
+    bytegraph.config.reuse_fragments = not opts.no_reuse
     torch.set_num_threads(opts.threads)
     if opts.cpu_time:
         CLOCK[0] = time.thread_time
@@ -417,6 +423,7 @@ def main() -> None:
         f"torch {torch.__version__}, Python {platform.python_version()}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}, "
         f"{'thread CPU time' if opts.cpu_time else 'wall clock'}"
+        f"{', no block reuse' if opts.no_reuse else ''}"
     )
     start = time.perf_counter()
     warm_up()
