@@ -41,6 +41,7 @@ from bytegraph import config, events, logs
 from bytegraph.compile_targets import compile_other, see_through
 from bytegraph.compiled_ddp import compile_ddp, is_ddp
 from bytegraph.compiled_module import CompiledModule
+from bytegraph.dropped_values import collect_after_refusal
 from bytegraph.exc import InternalError, Unsupported, UserError
 from bytegraph.graph.backend_options import configure_backend
 from bytegraph.graph.backends import Backend, BackendError
@@ -175,6 +176,7 @@ class CompiledFunction:
         except Exception as error:  # noqa: BLE001  (a bytegraph bug: run the function as it is)
             self._internal_error(error)
             return self.fn
+        collect_after_refusal()
         self.dynamic_dims.note_inputs(entry.tensor_inputs, entry.int_inputs, frame_values)
         self.entries.insert(0, entry)
         self._checks = ((entry.guard.check, entry.run), *self._checks)

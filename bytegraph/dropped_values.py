@@ -20,6 +20,12 @@ the replay, whose ``GL[:] = ...`` then overwrote what it appended.
    closes quietly (``GuardKind.CLOSES_QUIETLY``): a later call where that slot
    holds such a generator traces again, and breaks, instead of replaying.
 
+4. The trace's own objects (VTs, the translator: cycles, which only the
+   collector frees) still hold the refused generator when the compiled code
+   runs the store in Python, so it would outlive the store and close late:
+   after a compile that refused one, ``collect_after_refusal`` runs the
+   collector once, before the compiled code runs.
+
 The trace counts no references: a store that drops one of several references
 to such a generator breaks too (needlessly, never wrongly). A generator the
 trace itself made and left paused is generators.py's concern
@@ -28,6 +34,7 @@ trace itself made and left paused is generators.py's concern
 
 from __future__ import annotations
 
+import gc
 import inspect
 import types
 from collections.abc import Callable, Iterable
@@ -73,9 +80,22 @@ def check_dropped(vts: Iterable[Any], add_guard: AddGuard) -> None:
             check_replaced(value, vt.source, add_guard)
 
 
+_refused = False  # a store was refused since the last collect_after_refusal
+
+
+def collect_after_refusal() -> None:
+    """After a compile: free the trace's cycles if they hold a refused generator."""
+    global _refused
+    if _refused:
+        _refused = False
+        gc.collect()
+
+
 def check_replaced(old: Any, source: Source | None, add_guard: AddGuard) -> None:
     """The real ``old`` value (read through ``source``) leaves its slot."""
+    global _refused
     if runs_code_when_closed(old):
+        _refused = True
         raise Unsupported(
             "generator_protocol",
             f"a store lets go of generator {old.__qualname__} paused inside a with/try block: "
