@@ -31,7 +31,7 @@ import torch.fx.traceback
 
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import AttributeMutationNew, BoundMethodVariable, VariableTracker
-from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -58,9 +58,9 @@ class AnnotateFunctionVariable(VariableTracker):
             raise Unsupported("torch_internal_call", "torch.fx.traceback.annotate of "
                               "anything but one constant dict")
         annotation = args[0].as_python_constant()
-        if type(annotation) is not dict:
-            raise Unsupported("torch_internal_call", "torch.fx.traceback.annotate of a "
-                              f"{type(annotation).__name__}, not a dict")
+        if type(annotation) is not dict or not is_constant_value(tuple(annotation.items())):
+            raise Unsupported("torch_internal_call", "torch.fx.traceback.annotate of "
+                              f"{annotation!r}, not a dict of constants")
         return AnnotateContextVariable(tuple(annotation.items()),
                                        mutation_type=AttributeMutationNew(1))
 
