@@ -14,7 +14,10 @@ from torch._higher_order_ops.while_loop import while_loop
 import bytegraph
 from tests.test_higher_order import BACKENDS, Counting, check, refused
 
-W = torch.randn(3)
+# Positive (closes_over's loop adds |W| + 0.5, so (v * W).sum() grows and the loop ends)
+# and drawn from its own generator: a global torch.randn(3) depended on what the test
+# files imported before consumed of the global RNG, and some draws never ended the loop.
+W = torch.rand(3, generator=torch.Generator().manual_seed(0)) + 0.25
 
 
 def counter(x):
