@@ -11,13 +11,13 @@ must be the same on every rank.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed import _functional_collectives as funcol
+from world import run_named
 
 import bytegraph
 from bytegraph.graph.backends import lookup_backend
@@ -403,13 +403,5 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
 
 
 def run_scenarios(rank: int, world_size: int, names: list[str]) -> dict[str, Any]:
-    """Each named scenario's result, or ``{"error": traceback}``."""
-    results = {}
-    for name in names:
-        bytegraph.reset()
-        try:
-            results[name] = SCENARIOS[name](rank)
-        except Exception:  # noqa: BLE001  (reported to the parent, which fails that test)
-            results[name] = {"error": traceback.format_exc()}
-        dist.barrier()  # the next scenario starts together on every rank
-    return results
+    """Each named scenario's result, or ``{"error": traceback}`` (world.run_named)."""
+    return run_named(SCENARIOS, rank, names)

@@ -15,13 +15,13 @@ returned as its traceback, and the others still run.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from world import run_named
 
 import bytegraph
 from bytegraph.graph.backends import lookup_backend
@@ -221,16 +221,8 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
 
 
 def run_scenarios(rank: int, world_size: int, names: list[str]) -> dict[str, Any]:
-    """Each named scenario's result, or ``{"error": traceback}``."""
-    results = {}
-    for name in names:
-        bytegraph.reset()
-        try:
-            results[name] = SCENARIOS[name](rank)
-        except Exception:  # noqa: BLE001  (reported to the parent, which fails that test)
-            results[name] = {"error": traceback.format_exc()}
-        dist.barrier()  # the next scenario starts together on every rank
-    return results
+    """Each named scenario's result, or ``{"error": traceback}`` (world.run_named)."""
+    return run_named(SCENARIOS, rank, names)
 
 
 def raise_on_rank_one(rank: int, world_size: int) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from collective_scenarios import SCENARIOS, run_scenarios
-from world import run_world
+from world import agreed_result, run_world
 
 import bytegraph
 
@@ -45,14 +45,7 @@ def world_of_two() -> dict[str, list[dict]]:
     return {name: [results[name] for results in by_rank] for name in names}
 
 
-def result(world: dict[str, list[dict]], name: str) -> dict:
-    """The scenario's result, the same on every rank; a rank's failure fails the test."""
-    per_rank = world[name]
-    for rank, value in enumerate(per_rank):
-        if "error" in value:
-            pytest.fail(f"rank {rank}, scenario {name}:\n{value['error']}", pytrace=False)
-    assert all(value == per_rank[0] for value in per_rank), f"ranks disagree: {per_rank}"
-    return per_rank[0]
+result = agreed_result
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

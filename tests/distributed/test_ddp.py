@@ -19,7 +19,7 @@ import time
 
 import pytest
 from ddp_scenarios import SCENARIOS, raise_on_rank_one, run_scenarios
-from world import WorldFailed, run_world
+from world import WorldFailed, agreed_result, run_world
 
 torch_distributed = pytest.importorskip("torch.distributed")
 if not torch_distributed.is_available():
@@ -34,14 +34,7 @@ def world_of_two() -> dict[str, list[dict]]:
     return {name: [results[name] for results in by_rank] for name in names}
 
 
-def result(world: dict[str, list[dict]], name: str) -> dict:
-    """The scenario's result, the same on every rank; a rank's failure fails the test."""
-    per_rank = world[name]
-    for rank, value in enumerate(per_rank):
-        if "error" in value:
-            pytest.fail(f"rank {rank}, scenario {name}:\n{value['error']}", pytrace=False)
-    assert all(value == per_rank[0] for value in per_rank), f"ranks disagree: {per_rank}"
-    return per_rank[0]
+result = agreed_result
 
 
 @pytest.mark.parametrize("name", ["inner_eager", "inner_aot_eager", "outer_eager",

@@ -132,3 +132,33 @@ def _rank_main(
         results.put((rank, False, traceback.format_exc()))
         return
     results.put((rank, True, value))
+
+
+def run_named(scenarios: dict[str, Callable[[int], Any]], rank: int, names: list[str]) -> dict:
+    """On one rank: each named scenario's result, or ``{"error": traceback}``; the ranks
+    start every scenario together, each with bytegraph's caches empty."""
+    import torch.distributed as dist
+
+    import bytegraph
+
+    results = {}
+    for name in names:
+        bytegraph.reset()
+        try:
+            results[name] = scenarios[name](rank)
+        except Exception:  # noqa: BLE001  (reported to the parent, which fails that test)
+            results[name] = {"error": traceback.format_exc()}
+        dist.barrier()
+    return results
+
+
+def agreed_result(world: dict[str, list[dict]], name: str) -> dict:
+    """The scenario's result, the same on every rank; a rank's failure fails the test."""
+    import pytest
+
+    per_rank = world[name]
+    for rank, value in enumerate(per_rank):
+        if "error" in value:
+            pytest.fail(f"rank {rank}, scenario {name}:\n{value['error']}", pytrace=False)
+    assert all(value == per_rank[0] for value in per_rank), f"ranks disagree: {per_rank}"
+    return per_rank[0]
