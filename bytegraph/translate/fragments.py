@@ -22,7 +22,8 @@ the recorded nodes, when that provably builds what inlining would build:
    guard of the trace that names a source under the first call's roots (the
    module, its submodules, parameters, attributes, hooks, class...) is re-rooted
    onto the new call's roots and evaluated now, on the real objects, as the guard
-   function will evaluate it (the same expression text). One fails: inline.
+   function will evaluate it (the same expression text; fragment_guards.py). One
+   fails: inline.
 4. **Copy** (``_Template.replay``): graph inputs under the roots are read through
    the re-rooted sources (``builder.wrap``: the guards and placeholders a plain
    read makes), and must carry the same metadata and be told apart as in the
@@ -38,7 +39,6 @@ closures are never reused. ``config.reuse_fragments`` switches it off;
 
 from __future__ import annotations
 
-import builtins
 import collections
 import dataclasses
 import logging
@@ -51,11 +51,17 @@ import torch.fx
 from bytegraph import config, logs
 from bytegraph.exc import InternalError
 from bytegraph.graph.subgraphs import storage_id
-from bytegraph.guards.build import GuardFunctionBuilder
-from bytegraph.guards.guard import Guard, GuardKind
-from bytegraph.guards.sources import KEPT_CONSTANTS, ChildSource, LocalSource, Source, local_name
+from bytegraph.guards.sources import Source
 from bytegraph.side_effects import NOTHING
-from bytegraph.variables.base import AttributeMutationExisting, ValueMutationExisting
+from bytegraph.translate.fragment_guards import (
+    Checker,
+    Refused,
+    evaluate,
+    frame_namespace,
+    reroot_local,
+    reroot_with,
+    under,
+)
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import TupleVariable
 from bytegraph.variables.nn_module import NNModuleVariable
@@ -76,10 +82,6 @@ _NEVER = object()  # a key whose first call left effects: never recorded again i
 _OUTPUT_FLAGS = ("writes_inputs", "ops_in_try", "checks_in_graph", "function_modes", "shapes")
 
 
-class _Refused(Exception):
-    """Not reusable: the call is inlined as usual."""
-
-
 def inline_with_reuse(
     tx: Tx,
     fn: BaseFunctionVariable,
@@ -92,7 +94,7 @@ def inline_with_reuse(
         return run()
     try:
         call = describe(tx, fn, bound)
-    except _Refused:
+    except Refused:
         return run()
     store = _store(tx.output)
     template = store.get(call.key)
@@ -111,7 +113,7 @@ def inline_with_reuse(
         try:
             store[call.key] = recording.finish(tx.output, call, result)
             STATS["recorded"] += 1
-        except _Refused:
+        except Refused:
             store[call.key] = _NEVER
     finally:
         if outermost:
@@ -158,7 +160,7 @@ class Call:
 def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]) -> Call:
     code = fn.code()
     if code.co_freevars:
-        raise _Refused("a closure")
+        raise Refused("a closure")
     walk = _Walk()
     varkw = _varkw_name(code)
     args = tuple(
@@ -191,7 +193,7 @@ class _Walk:
             try:
                 hash(value)
             except TypeError:
-                raise _Refused("an unhashable constant") from None
+                raise Refused("an unhashable constant") from None
             return ("C", type(value), value, repr(value))
         if kind is NNModuleVariable and vt.source is not None:
             same = next((i for i, r in enumerate(self.roots) if r.value is vt.value), None)
@@ -199,7 +201,7 @@ class _Walk:
             return ("M", type(vt.value), same)
         if kind is TupleVariable and vt.tuple_type is tuple:
             return ("tuple", *(self.abstract(tx, item) for item in vt.items))
-        raise _Refused(f"an argument {kind.__name__}")
+        raise Refused(f"an argument {kind.__name__}")
 
     def keywords(self, tx: Tx, vt: Any) -> Any:
         """The ``**kwargs`` dict binding made for this call (the callee's own object, so
@@ -210,7 +212,7 @@ class _Walk:
     def _tensor(self, vt: TensorVariable) -> tuple[Any, ...]:
         t = vt.example
         if vt.tensor_type is not torch.Tensor or t.device.type != "meta":
-            raise _Refused("a tensor subclass or a fake tensor")
+            raise Refused("a tensor subclass or a fake tensor")
         same = next((i for i, o in enumerate(self.tensors) if o is vt), None)
         same_node = next((i for i, o in enumerate(self.tensors) if o.node is vt.node), None)
         storage = storage_id(t)
@@ -268,7 +270,7 @@ class _Recording:
                 if table in ("global", "call") or mutation is None or mutation.scope == 0 or (
                     id(vt) in before
                 ):
-                    raise _Refused("the call changes state it did not make")
+                    raise Refused("the call changes state it did not make")
         roots = {r.source for r in call.roots}
         kept, seen = [], set()
         for read in reads:
@@ -283,8 +285,8 @@ class _Recording:
                 continue  # made or changed by the call itself
             vt = getattr(key, "vt", None)
             hit = found is not NOTHING and found != ()
-            if hit and vt is not None and _under(getattr(vt, "source", None), roots):
-                raise _Refused("a pending change under the call's modules")
+            if hit and vt is not None and under(getattr(vt, "source", None), roots):
+                raise Refused("a pending change under the call's modules")
             kept.append((table, key, name, found))
         return kept
 
@@ -292,10 +294,10 @@ class _Recording:
         if not _quiet(output) or _flags(output) != self.flags or (
             torch.is_grad_enabled() != self.grad
         ):
-            raise _Refused("the call changed state beside the graph")
+            raise Refused("the call changed state beside the graph")
         if output.writes_inputs or _argument_state(call) != self.arguments:
             # A copy would leave the argument's metadata (its meta tensor) as it was.
-            raise _Refused("the call may write into a tensor it was given")
+            raise Refused("the call may write into a tensor it was given")
         state = self._state_read(output, call)
         nodes = self._new_nodes(output)
         made = set(nodes)
@@ -313,7 +315,7 @@ class _Recording:
                 elif used in by_node:
                     external[used] = ("input", by_node[used].source)
                 else:
-                    raise _Refused("the call reads a tensor it was not given")
+                    raise Refused("the call reads a tensor it was not given")
         plan = _plan_result(result, made, call)
         examples = {
             node: output.source_to_var.get(what[1])
@@ -339,7 +341,7 @@ class _Recording:
                 node = node.next
                 continue
             if node.op not in ("call_function", "call_method") or node.kwargs.get("out"):
-                raise _Refused(f"a {node.op} node")
+                raise Refused(f"a {node.op} node")
             nodes.append(node)
             node = node.next
         return nodes
@@ -380,7 +382,7 @@ def _plan_result(result: Any, made: set[torch.fx.Node], call: Call) -> Any:
             storage_id(t) not in {storage_id(a.example) for a in call.tensors}
         ):
             return ("new", result.node, t, result.device)
-    raise _Refused(f"a result {kind.__name__}")
+    raise Refused(f"a result {kind.__name__}")
 
 
 # -- 3 and 4. check and copy ---------------------------------------------------
@@ -395,7 +397,7 @@ class _Template:
     plan: Any
     sets_default_device: bool
     state: list[tuple[Any, ...]]  # the log's entries the call read, as it found them
-    checker: _Checker | None = None
+    checker: Checker | None = None
     dead: bool = False
     reads: dict[torch.fx.Node, Any] = dataclasses.field(default_factory=dict)  # compiled
 
@@ -406,7 +408,7 @@ class _Template:
         table = {r.source: n.source for r, n in zip(self.call.roots, call.roots, strict=True)}
         try:
             mapping = self._check(tx, call, table)
-        except _Refused as why:
+        except Refused as why:
             STATS["refused"] += 1
             if logs.enabled("fragments", logging.DEBUG):
                 logs.get_logger("fragments").debug(
@@ -430,19 +432,19 @@ class _Template:
     ) -> dict[torch.fx.Node, torch.fx.Node]:
         """Every check of a replay; the new node of each node the fragment reads."""
         if not all(_alive(n, tx.output.graph) for n in self.nodes):
-            raise _Refused("the fragment's nodes left the graph")
+            raise Refused("the fragment's nodes left the graph")
         if not self._same_state(tx.output, call):
-            raise _Refused("the state the call read changed")
+            raise Refused("the state the call read changed")
         if self.checker is None:
             try:
-                self.checker = _Checker.build(tx.output, self.call.roots)
-            except _Refused:
+                self.checker = Checker.build(tx.output, self.call.roots)
+            except Refused:
                 self.dead = True
                 raise
         roots = [r.value for r in call.roots]
-        env = _frame_namespace(tx)
+        env = frame_namespace(tx)
         if not self.checker.holds(env, roots):
-            raise _Refused("a guard fails on the new call's modules")
+            raise Refused("a guard fails on the new call's modules")
         self.checker.reread(tx, table, env, roots)
         return self._map_external(tx, call, table, env, roots)
 
@@ -460,7 +462,7 @@ class _Template:
             elif now is not found:
                 return False
         roots = {r.source for r in call.roots}
-        return not any(_under(source, roots) for source in effects.pending_sources())
+        return not any(under(source, roots) for source in effects.pending_sources())
 
     def _map_external(
         self, tx: Tx, call: Call, table: dict[Source, Source], env: dict[str, Any],
@@ -473,7 +475,7 @@ class _Template:
             if kind == "arg":
                 mapping[node] = call.tensors[what].node
                 continue
-            source = _reroot(what, table)
+            source = reroot_with(what, table)
             if source == what:
                 mapping[node] = node
                 continue
@@ -481,14 +483,14 @@ class _Template:
             if read is None:
                 text = reroot_local(what, self.call.roots).expr()
                 read = self.reads[node] = compile(text, "<bytegraph fragment input>", "eval")
-            value = _evaluate(read, env, roots)
+            value = evaluate(read, env, roots)
             vt = wrap(tx, value, source)
             old = self.input_examples.get(node)
             if type(vt) is not TensorVariable or old is None or not _same_meta(vt.example, old):
-                raise _Refused("an input of other metadata")
+                raise Refused("an input of other metadata")
             mapping[node] = vt.node
         if len(set(mapping.values())) != len(mapping):
-            raise _Refused("inputs told apart in the first call are one object here")
+            raise Refused("inputs told apart in the first call are one object here")
         return mapping
 
     def _copy(
@@ -577,167 +579,3 @@ def _fresh_base(example: torch.Tensor) -> torch.Tensor:
         if not example.is_leaf:
             t = t.clone()  # a result of an op: no leaf, as the example
     return t
-
-
-# -- guards: which, re-rooted, evaluated now -------------------------------------
-
-
-def _root_names(count: int) -> list[LocalSource]:
-    return [LocalSource(f"___root{i}") for i in range(count)]
-
-
-def reroot(source: Any, old: tuple[Any, ...], new: list[Source]) -> Any:
-    """``source`` with each old root's source replaced by the matching new one."""
-    table = {r.source: n for r, n in zip(old, new, strict=True)}
-    return _reroot(source, table)
-
-
-def reroot_local(source: Source, old: tuple[Any, ...]) -> Source:
-    return reroot(source, old, _root_names(len(old)))
-
-
-def _reroot(source: Any, table: dict[Source, Source]) -> Any:
-    if isinstance(source, tuple):
-        return tuple(_reroot(s, table) for s in source)
-    if not isinstance(source, Source):
-        return source
-    found = table.get(source)
-    if found is not None:
-        return found
-    result = source
-    if isinstance(source, ChildSource):
-        base = _reroot(source.base, table)
-        if base is not source.base:
-            result = _with_base(source, base)
-    table[source] = result  # memo: the guards of one module share long prefixes
-    return result
-
-
-_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _with_base(source: ChildSource, base: Source) -> Source:
-    """``source`` read from ``base`` instead (``dataclasses.replace``, without its cost)."""
-    cls = type(source)
-    names = _INIT_FIELDS.get(cls)
-    if names is None:
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-    return cls(**{n: base if n == "base" else getattr(source, n) for n in names})
-
-
-def _mentions(guard: Guard, roots: set[Source]) -> bool:
-    sources = [guard.source]
-    if guard.kind in (GuardKind.SAME_OBJECT, GuardKind.DISTINCT):
-        expected = guard.expected
-        sources.extend(expected if isinstance(expected, tuple) else (expected,))
-    return any(_under(source, roots) for source in sources)
-
-
-@dataclasses.dataclass
-class _Checker:
-    """What a later call must satisfy, built at the first replay from the trace so far.
-
-    ``guards``: every guard naming a source under the first call's roots (DISTINCT
-    ones aside), re-rooted onto ``___root<i>`` names and compiled into one expression.
-    ``objects``: the objects under the roots that the trace tracks (submodules, user
-    objects), re-read through ``builder.wrap`` at each replay, in the first call's order,
-    so that the aliasing checks and DISTINCT guards a plain read makes are made again.
-    """
-
-    guards: list[Guard]
-    code: Any
-    constants: dict[str, Any]
-    objects: list[tuple[Source, Any, bool]]  # (source, compiled read, was an alias)
-
-    @staticmethod
-    def build(output: OutputGraph, roots: tuple[NNModuleVariable, ...]) -> _Checker:
-        sources = {r.source for r in roots}
-        table = dict(zip((r.source for r in roots), _root_names(len(roots)), strict=True))
-        guards = []
-        for guard in output.guards.values():
-            if guard.kind is GuardKind.DISTINCT or not _mentions(guard, sources):
-                continue
-            if guard.kind in (GuardKind.SHAPE, GuardKind.GLOBAL_ABSENT):
-                raise _Refused(f"a {guard.kind.value} guard")
-            guards.append(guard)
-        builder = GuardFunctionBuilder()
-        for guard in guards:
-            builder.add(Guard(guard.kind, _reroot(guard.source, table),
-                              _reroot(guard.expected, table)))
-        builder.finish()
-        text = " and ".join(f"({p})" for p in builder.parts) or "True"
-        if "___cell_" in text:
-            raise _Refused("a guard on a closure cell")
-        code = compile(text, "<bytegraph fragment check>", "eval")
-        constants = {f"___c{i}": c for i, c in enumerate(builder.constants)}
-        objects = []
-        for source, vt in output.source_to_var.items():
-            if _under(source, sources) and source not in sources and isinstance(
-                vt.mutation_type, (ValueMutationExisting, AttributeMutationExisting)
-            ):
-                read = compile(_reroot(source, table).expr(), "<bytegraph fragment read>", "eval")
-                objects.append((source, read, vt.source != source))
-        return _Checker(guards, code, constants, objects)
-
-    def holds(self, env: dict[str, Any], roots: list[Any]) -> bool:
-        return bool(_evaluate_code(self.code, {**env, **self.constants}, roots))
-
-    def reread(self, tx: Tx, table: dict[Source, Source], env: dict, roots: list) -> None:
-        """Read the tracked objects under the new roots as a plain trace would."""
-        from bytegraph.variables.builder import wrap
-
-        for source, read, was_alias in self.objects:
-            new_source = _reroot(source, table)
-            try:
-                value = _evaluate_code(read, env, roots, raise_errors=True)
-            except Exception as error:  # the read raised: no reuse
-                raise _Refused(f"reading {new_source.expr()} raised {error!r}") from None
-            vt = wrap(tx, value, new_source)
-            if isinstance(value, type):
-                continue  # a class reached again: _tracked guards its identity
-            if (vt.source != new_source) != was_alias:
-                raise _Refused("objects told apart in the first call are one here")
-
-    def install(self, output: OutputGraph, table: dict[Source, Source]) -> None:
-        for guard in self.guards:
-            output.add_guard(guard.kind, _reroot(guard.source, table),
-                             _reroot(guard.expected, table))
-
-
-def _under(source: Any, roots: set[Source]) -> bool:
-    while source is not None:
-        if source in roots:
-            return True
-        source = getattr(source, "base", None)
-    return False
-
-
-def _frame_namespace(tx: Tx) -> dict[str, Any]:
-    """What a guard expression reads: the frame's arguments, globals, builtins."""
-    root = tx
-    while getattr(root, "parent", None) is not None:
-        root = root.parent
-    env = {local_name(name): value for name, value in root.frame_values.items()}
-    env.update(___G=root.f_globals, ___B=root.f_builtins or builtins.__dict__, ___K=KEPT_CONSTANTS)
-    return env
-
-
-def _evaluate(code: Any, env: dict[str, Any], roots: list[Any]) -> Any:
-    try:
-        return _evaluate_code(code, env, roots, raise_errors=True)
-    except Exception as error:  # the read raised: no reuse
-        raise _Refused(f"reading an input raised {type(error).__name__}") from None
-
-
-def _evaluate_code(
-    code: Any, env: dict[str, Any], roots: list[Any], raise_errors: bool = False
-) -> Any:
-    namespace = {**env, **{f"___root{i}": r for i, r in enumerate(roots)}}
-    try:
-        return eval(code, namespace)  # noqa: S307 (bytegraph's own guard text)
-    except Exception:
-        if raise_errors:
-            raise
-        if logs.enabled("fragments", logging.DEBUG):
-            logs.get_logger("fragments").debug("a fragment check raised", exc_info=True)
-        return False
