@@ -95,6 +95,8 @@ def inline_with_reuse(
     try:
         call = describe(tx, fn, bound)
     except Refused:
+        call = None
+    if call is None:  # inlined outside the except block: the trace reads sys.exc_info()
         return run()
     store = _store(tx.output)
     template = store.get(call.key)
