@@ -157,11 +157,21 @@ def test_identical_blocks_are_traced_once(counting_backend) -> None:
 
 def test_a_frame_input_is_part_of_the_key(counting_backend) -> None:
     """Block 0 gets the frame's input (read through a source), the others an op's result:
-    block 1 is traced, its parts copied from block 0's, blocks 2 and 3 copied whole."""
+    block 1 is traced (its one-node parts inlined again: fragments.MIN_NODES), blocks 2
+    and 3 copied whole."""
     torch.manual_seed(0)
     model, x = PlainStack([Block() for _ in range(4)]).eval(), torch.randn(2, 8)
     reused = _run(model, x, counting_backend)
-    assert reused["Block.forward"] == 2 and reused["Linear.forward"] == 1
+    assert reused == {"Block.forward": 2}
+    assert counting_backend.calls == 1
+    _same_graph_as_plain(model, x, counting_backend)
+
+
+def test_a_call_of_fewer_nodes_than_min_nodes_is_inlined_again(counting_backend) -> None:
+    """Copying a one-node call (a Linear) costs more than tracing it: never recorded."""
+    model, x = nn.Sequential(*(nn.Linear(8, 8) for _ in range(4))).eval(), torch.randn(2, 8)
+    assert fragments.MIN_NODES > 1
+    assert _run(model, x, counting_backend) == {}
     assert counting_backend.calls == 1
     _same_graph_as_plain(model, x, counting_backend)
 

@@ -8,6 +8,7 @@ these ops compile without importing torch._dynamo or sympy (a fresh process).
 
 from __future__ import annotations
 
+import operator
 import os
 import subprocess
 import sys
@@ -63,6 +64,35 @@ ACCEPTED: dict[str, Callable[[bool], tuple[str, Any, tuple, dict]]] = {
                                     {"stride": 2, "padding": 1, "dilation": 1}),
     "mean": lambda g: ("call_method", "mean", (t(2, 16, 8, 8, grad=g),), {"dim": (2, 3)}),
     "mean negative dim": lambda g: ("call_method", "mean", (t(2, 3, 4, grad=g), -1), {}),
+    "x + y": lambda g: ("call_function", operator.add, (t(4, 4, grad=g), t(4, 4)), {}),
+    "x * int": lambda g: ("call_function", operator.mul, (t(2, 3, 4, grad=g), 2), {}),
+    "float - x": lambda g: ("call_function", operator.sub, (0.5, t(3, 5, grad=g)), {}),
+    "float / x f16": lambda g: (
+        "call_function", operator.truediv, (1.5, t(3, 5, dtype=torch.float16, grad=g)), {}),
+    "x * huge float bf16": lambda g: (
+        "call_function", operator.mul, (t(3, dtype=torch.bfloat16, grad=g), 1e300), {}),
+    "x * int 2**64-1": lambda g: ("call_function", operator.mul, (t(3, grad=g), 2**64 - 1), {}),
+    "torch.add": lambda g: ("call_function", torch.add, (t(6, grad=g), t(6, grad=g)), {}),
+    "x.div(y) f64": lambda g: ("call_method", "div", (
+        t(2, 2, dtype=torch.float64), t(2, 2, dtype=torch.float64, grad=g)), {}),
+    "torch.tanh": lambda g: ("call_function", torch.tanh, (t(8, 8, grad=g),), {}),
+    "-x": lambda g: ("call_function", operator.neg, (t(8, 1, grad=g),), {}),
+    "x.sigmoid()": lambda g: ("call_method", "sigmoid", (t(3, 7, grad=g),), {}),
+    "silu": lambda g: ("call_function", F.silu, (t(2, 9, grad=g),), {}),
+    "F.softmax": lambda g: ("call_function", F.softmax, (t(4, 16, 16, grad=g),), {"dim": -1}),
+    "torch.softmax dim 0": lambda g: ("call_function", torch.softmax, (t(4, 5, grad=g), 0), {}),
+    "x.softmax(1)": lambda g: ("call_method", "softmax", (t(3, 4, 5, grad=g), 1), {}),
+    "mm": lambda g: ("call_function", operator.matmul, (t(16, 64, grad=g), t(64, 32)), {}),
+    "mm transposed operands": lambda g: (
+        "call_function", torch.matmul, (t(64, 16).t(), t(8, 64, grad=g).t()), {}),
+    "3d @ 2d": lambda g: ("call_function", operator.matmul, (t(2, 5, 6), t(6, 3, grad=g)), {}),
+    "3d @ transposed 2d": lambda g: (
+        "call_function", operator.matmul, (t(2, 5, 6, grad=g), t(3, 6).t()), {}),
+    "bmm": lambda g: ("call_method", "matmul", (t(2, 5, 6, grad=g), t(2, 6, 3)), {}),
+    "4d @ transposed 4d": lambda g: ("call_function", torch.matmul, (
+        t(2, 4, 16, 8, grad=g), t(2, 4, 16, 8).transpose(-2, -1)), {}),
+    "transposed 4d @ 4d": lambda g: ("call_function", torch.matmul, (
+        t(2, 4, 8, 16).transpose(-2, -1), t(2, 4, 8, 3, grad=g)), {}),
 }
 
 
@@ -128,7 +158,35 @@ REFUSED: dict[str, tuple[str, Any, tuple, dict]] = {
     "mean dtype": ("call_method", "mean", (t(2, 3, 4),), {"dim": 1, "dtype": torch.float64}),
     "mean all": ("call_method", "mean", (t(2, 3, 4),), {}),
     "mean out of range": ("call_method", "mean", (t(2, 3, 4),), {"dim": 3}),
-    "no rule": ("call_function", torch.tanh, (t(3, 4),), {}),
+    "no rule": ("call_function", torch.erf, (t(3, 4),), {}),
+    "add broadcast": ("call_function", operator.add, (t(4, 1), t(1, 4)), {}),
+    "add 0-d tensor": ("call_function", operator.add, (t(4, 4), t()), {}),
+    "add transposed": ("call_function", operator.add, (t(4, 3).t(), t(3, 4)), {}),
+    "add mixed dtypes": ("call_function", operator.add, (t(3), t(3, dtype=torch.float64)), {}),
+    "add int tensors": (
+        "call_function", operator.add, (t(3, dtype=torch.int64), t(3, dtype=torch.int64)), {}),
+    "torch.mul number first": ("call_function", torch.mul, (2.0, t(3)), {}),
+    "add alpha": ("call_function", torch.add, (t(3), t(3)), {"alpha": 2}),
+    "mul bool": ("call_function", operator.mul, (t(3), True), {}),
+    "mul complex": ("call_function", operator.mul, (t(3), 1j), {}),
+    "mul int beyond 64 bits": ("call_function", operator.mul, (t(3), 2**64), {}),
+    "div rounding": ("call_function", torch.div, (t(3), 2.0), {"rounding_mode": "floor"}),
+    "tanh out": ("call_function", torch.tanh, (t(3),), {"out": t(3)}),
+    "tanh channels last": ("call_method", "tanh", (channels_last(2, 3, 4, 5),), {}),
+    "silu in place": ("call_function", F.silu, (t(3, 4),), {"inplace": True}),
+    "softmax dtype": (
+        "call_function", F.softmax, (t(3, 4),), {"dim": 1, "dtype": torch.float64}),
+    "softmax no dim": ("call_function", F.softmax, (t(3, 4),), {}),
+    "softmax dim out of range": ("call_function", torch.softmax, (t(3, 4), 2), {}),
+    "softmax transposed": ("call_function", F.softmax, (t(4, 3).t(),), {"dim": -1}),
+    "matmul vector": ("call_function", operator.matmul, (t(3, 4), t(4)), {}),
+    "matmul size mismatch": ("call_function", operator.matmul, (t(3, 4), t(5, 2)), {}),
+    "matmul broadcast batch": ("call_function", torch.matmul, (t(2, 3, 4), t(1, 4, 5)), {}),
+    "matmul 2d @ 3d": ("call_function", torch.matmul, (t(3, 4), t(2, 4, 5)), {}),
+    "matmul transposed 3d @ 2d": (
+        "call_function", operator.matmul, (t(2, 6, 5).transpose(1, 2), t(6, 3)), {}),
+    "matmul mixed dtypes": (
+        "call_function", operator.matmul, (t(3, 4), t(4, 5, dtype=torch.float64)), {}),
 }
 
 

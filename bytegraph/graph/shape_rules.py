@@ -24,6 +24,7 @@ no_grad, and checks the refusals.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -122,6 +123,71 @@ def _unary(args: tuple, kwargs: dict) -> Inferred | None:
     return _result(b["input"].shape, b["input"].dtype, [b["input"]])
 
 
+def _method_unary(args: tuple, kwargs: dict) -> Inferred | None:
+    """``x.tanh()`` and the like: the tensor is ``self``, nothing else is given."""
+    return _unary(args, {}) if len(args) == 1 and not kwargs else None
+
+
+def _binary(args: tuple, kwargs: dict) -> Inferred | None:
+    """``x + y``, ``x * 0.5``, ``torch.mul(x, y)``, ``x.div(y)``...: tensors of one shape and
+    one floating dtype, all laid out contiguously, and Python ints and floats (which
+    take the tensors' dtype). Broadcasting, 0-d tensors, ``alpha`` or ``rounding_mode``,
+    mixed dtypes: the meta kernel (their result layout follows the inputs' strides)."""
+    if len(args) != 2 or kwargs:
+        return None
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or not all(isinstance(a, torch.Tensor) or _scalar(a) for a in args):
+        return None
+    first = tensors[0]
+    if not all(_plain(t, first.dtype, contiguous=True) and t.shape == first.shape
+               for t in tensors):
+        return None
+    return _result(first.shape, first.dtype, tensors)
+
+
+def _tensor_first_binary(args: tuple, kwargs: dict) -> Inferred | None:
+    """``torch.add(x, y)``, ``x.mul(y)``: unlike ``2 * x``, these take no number first."""
+    return _binary(args, kwargs) if args and isinstance(args[0], torch.Tensor) else None
+
+
+def _scalar(value: Any) -> bool:
+    """A Python float, or an int torch converts (one beyond 64 bits raises OverflowError)."""
+    return type(value) is float or (type(value) is int and -(2**63) <= value < 2**64)
+
+
+def _softmax(args: tuple, kwargs: dict) -> Inferred | None:
+    """``F.softmax(x, dim)``, ``torch.softmax(x, dim)``, ``x.softmax(dim)`` over a given
+    dimension, without ``dtype``."""
+    b = _bind(args, kwargs, ("input", "dim", "_stacklevel", "dtype"),
+              {"_stacklevel": 3, "dtype": None})
+    if b is None or b["dtype"] is not None or type(b["dim"]) is not int:
+        return None
+    x = b["input"]
+    if not _plain(x, contiguous=True) or not -x.dim() <= b["dim"] < max(x.dim(), 1):
+        return None
+    return _result(x.shape, x.dtype, [x])
+
+
+def _matmul(args: tuple, kwargs: dict) -> Inferred | None:
+    """``x @ y`` of one floating dtype: 2-d by 2-d (any strides: the product is a new
+    tensor), a contiguous n-d (n >= 3) by 2-d, or n-d by n-d with equal batch sizes.
+    Vectors and broadcast batches: the meta kernel."""
+    if len(args) != 2 or kwargs:
+        return None
+    x, y = args
+    if not (_plain(x) and _plain(y, x.dtype) and x.dim() >= 2 and y.dim() >= 2):
+        return None
+    if x.shape[-1] != y.shape[-2]:
+        return None
+    if y.dim() == 2:
+        if x.dim() > 2 and not _plain(x, contiguous=True):
+            return None
+        return _result((*x.shape[:-1], y.shape[1]), x.dtype, [x, y])
+    if x.dim() != y.dim() or x.shape[:-2] != y.shape[:-2]:
+        return None
+    return _result((*x.shape[:-1], y.shape[-1]), x.dtype, [x, y])
+
+
 def _relu(args: tuple, kwargs: dict) -> Inferred | None:
     b = _bind(args, kwargs, ("input", "inplace"), {"inplace": False})
     return None if b is None or b["inplace"] is not False else _unary((b["input"],), {})
@@ -129,6 +195,11 @@ def _relu(args: tuple, kwargs: dict) -> Inferred | None:
 
 def _torch_relu(args: tuple, kwargs: dict) -> Inferred | None:
     return _unary(args, kwargs)
+
+
+def _silu(args: tuple, kwargs: dict) -> Inferred | None:
+    b = _bind(args, kwargs, ("input", "inplace"), {"inplace": False})
+    return None if b is None or b["inplace"] is not False else _unary((b["input"],), {})
 
 
 def _gelu(args: tuple, kwargs: dict) -> Inferred | None:
@@ -280,5 +351,23 @@ _FUNCTION_RULES: dict[Any, Rule] = {
     F.conv2d: _conv2d,
     F.batch_norm: _batch_norm,
     F.max_pool2d: _max_pool2d,
+    F.silu: _silu,
+    F.softmax: _softmax,
+    torch.softmax: _softmax,
+    operator.matmul: _matmul,
+    torch.matmul: _matmul,
+    operator.neg: _unary,
+    **dict.fromkeys((operator.add, operator.sub, operator.mul, operator.truediv), _binary),
+    **dict.fromkeys((torch.add, torch.sub, torch.mul, torch.div), _tensor_first_binary),
+    **dict.fromkeys(
+        (torch.tanh, torch.sigmoid, torch.exp, torch.neg, torch.sin, torch.cos, torch.sqrt,
+         torch.rsqrt, torch.abs), _unary),
 }
-_METHOD_RULES: dict[str, Rule] = {"mean": _mean}
+_METHOD_RULES: dict[str, Rule] = {
+    "mean": _mean,
+    "softmax": _softmax,
+    "matmul": _matmul,
+    **dict.fromkeys(("add", "sub", "mul", "div"), _tensor_first_binary),
+    **dict.fromkeys(
+        ("tanh", "sigmoid", "exp", "neg", "sin", "cos", "sqrt", "rsqrt", "abs"), _method_unary),
+}
