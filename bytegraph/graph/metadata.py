@@ -541,19 +541,19 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
         return None
     if "out" in kwargs or getattr(target, "__name__", "").endswith("_"):
         return None
-    leaves = _leaves((args, kwargs), [])
     # Global state that changes results: grad mode (requires_grad), the default
     # dtype (factories, Python scalars) and the default device (factories).
     parts: list[Any] = [
-        kind, target, _structure((args, kwargs)), torch.is_grad_enabled(),
-        torch.get_default_dtype(), torch.get_default_device(),
+        kind, target, None, torch.is_grad_enabled(), torch.get_default_dtype(),
+        default_device(),
     ]
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            parts.append(spec_of(leaf))
-        elif isinstance(leaf, (int, float, bool, str, type(None), torch.dtype, torch.device)):
-            parts.append((type(leaf), leaf))
-        else:
+    if not kwargs and _flat_leaves(args, parts):
+        # The common case, tensors and numbers side by side: no containers to picture.
+        parts[2] = len(args)
+    else:
+        del parts[6:]
+        parts[2] = _structure((args, kwargs))
+        if not _flat_leaves(_leaves((args, kwargs), []), parts):
             return None
     try:
         key = tuple(parts)
@@ -561,6 +561,38 @@ def _memo_key(kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None
     except TypeError:
         return None
     return key
+
+
+_KEY_SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def _flat_leaves(values: Any, parts: list[Any]) -> bool:
+    """Append the key part of each of ``values`` to ``parts``; False at a value that
+    has none (a container, an object): the key must picture it otherwise."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            # spec_of's fields, as a plain tuple: a frozen dataclass costs more to make
+            parts.append((
+                value.shape, value.stride(), value.storage_offset(), value.dtype,
+                value.requires_grad, value.is_leaf,
+            ))
+        elif isinstance(value, _KEY_SCALARS):
+            parts.append((type(value), value))
+        else:
+            return False
+    return True
+
+
+def default_device() -> torch.device:
+    """``torch.get_default_device()``, read in one C call in the usual case where neither
+    a device context (``with torch.device(...)``, a mode) nor ``set_default_device`` is
+    active: then it is the CPU."""
+    if (
+        torch._C._len_torch_function_stack() == 0
+        and getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is None
+    ):
+        return CPU
+    return torch.get_default_device()
 
 
 def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
@@ -595,7 +627,7 @@ def result_device(
             return device
     if input_devices:
         return input_devices[0]
-    return torch.get_default_device()
+    return default_device()
 
 
 def reset() -> None:

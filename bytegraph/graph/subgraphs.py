@@ -57,7 +57,17 @@ class SubgraphTracer:
     def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict) -> torch.fx.Node:
         if self.parent is not None:
             args, kwargs = torch.fx.node.map_arg((args, kwargs), self.lift)
-        return self.graph.create_node(kind, target, args, kwargs)
+        # The node is made bare and given its arguments after: fx's create_node walks
+        # every argument with pytree to warn about raw SymInts (about half its time),
+        # and the translator never passes one (a symbolic size travels as its node,
+        # ``_lower`` in variables/tensor.py). Assigning ``args``/``kwargs`` keeps the
+        # users and input nodes exactly as create_node would (test_graph_nodes.py).
+        node = self.graph.create_node(kind, target)
+        if kwargs:
+            node.kwargs = kwargs
+        if args:
+            node.args = args
+        return node
 
     def create_placeholder(self, name: str) -> torch.fx.Node:
         """A placeholder after the existing ones, even if ops were recorded already."""

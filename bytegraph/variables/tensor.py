@@ -404,6 +404,17 @@ def _lower(
     tx: InstructionTranslatorBase, value: Any, devices: list[torch.device]
 ) -> tuple[Any, Any]:
     """Map VTs inside ``value`` to (fx argument, meta argument) pairs."""
+    if isinstance(value, tuple):
+        pairs = [_lower(tx, v, devices) for v in value]
+        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    if isinstance(value, dict):
+        if not value:  # most ops have no keyword arguments
+            return {}, {}
+        pairs_by_key = {k: _lower(tx, v, devices) for k, v in value.items()}
+        return (
+            {k: p[0] for k, p in pairs_by_key.items()},
+            {k: p[1] for k, p in pairs_by_key.items()},
+        )
     if isinstance(value, TensorVariable):
         devices.append(value.device)
         return value.node, value.example
@@ -431,15 +442,6 @@ def _lower(
     if isinstance(value, _SizeArgument):
         graph, meta = _lower(tx, tuple(value.size.items), devices)
         return tx.output.create_node("call_function", torch.Size, (graph,), {}), torch.Size(meta)
-    if isinstance(value, tuple):
-        pairs = [_lower(tx, v, devices) for v in value]
-        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
-    if isinstance(value, dict):
-        pairs_by_key = {k: _lower(tx, v, devices) for k, v in value.items()}
-        return (
-            {k: p[0] for k, p in pairs_by_key.items()},
-            {k: p[1] for k, p in pairs_by_key.items()},
-        )
     return value, value
 
 

@@ -235,11 +235,15 @@ def refuse_made_leaf(args: list[VariableTracker], kwargs: dict[str, VariableTrac
     from bytegraph.variables.containers import BaseSequenceVariable
     from bytegraph.variables.tensor import TensorVariable
 
-    values = [*args, *kwargs.values()]
-    values += [i for v in values if isinstance(v, BaseSequenceVariable) for i in v.items]
-    for value in values:
-        if isinstance(value, TensorVariable) and _made_by_an_op(value):
-            example = value.example
+    for value in (*args, *kwargs.values()):
+        items = value.items if isinstance(value, BaseSequenceVariable) else (value,)
+        for item in items:
+            # _made_by_an_op first: ``is_leaf`` of a view written in place (an input's
+            # ``x[0] = w``) rebuilds its grad_fn, which changes what the meta kernel of
+            # the next in-place op on it accepts.
+            if not isinstance(item, TensorVariable) or not _made_by_an_op(item):
+                continue
+            example = item.example
             if example.requires_grad and example.is_leaf:
                 raise Unsupported(
                     "tensor_method_unsupported",

@@ -1,0 +1,112 @@
+"""The per-op shortcuts of graph building give what the plain paths give.
+
+``SubgraphTracer.create_node`` makes a node bare and assigns its arguments after
+(skipping fx's scan of the arguments for raw SymInts): the graph must be the one
+``torch.fx.Graph.create_node`` builds, node for node (names, arguments, users,
+input nodes, printed code). ``metadata._memo_key`` reads flat arguments without
+picturing their containers: two calls share a key exactly when the general key
+would let them.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from bytegraph.graph import metadata
+from bytegraph.graph.subgraphs import SubgraphTracer
+
+
+def _build(create: Any, graph: torch.fx.Graph) -> None:
+    """The same calls, through ``create(kind, target, args, kwargs)``."""
+    x, w = graph.placeholder("x"), graph.placeholder("w")
+    y = create("call_function", operator.matmul, (x, w), {})
+    z = create("call_function", torch.tanh, (y,), {})
+    s = create("call_method", "sum", (z,), {"dim": 0, "keepdim": True})
+    c = create("call_function", torch.cat, ([z, x, z],), {"dim": 1})
+    m = create("call_function", torch.where, (y, z, x), {"out": None})
+    n = create("call_function", torch.add, (c, s), {"alpha": 2})
+    d = create("call_function", dict, (), {"a": n, "b": (x, [y, {"k": m}])})
+    g = create("call_function", operator.getitem, (x, (slice(None, 1), 0)), {})
+    e = create("call_method", "contiguous", (x,), {})
+    graph.output((n, d, g, e, x))
+
+
+def _named(value: Any) -> Any:
+    """``value`` with each node replaced by its name, in a marked tuple: nodes of two
+    graphs never compare equal."""
+    return torch.fx.node.map_arg(value, lambda n: ("node", n.name))
+
+
+def _picture(graph: torch.fx.Graph) -> list[tuple]:
+    return [
+        (
+            node.name, node.op, node.target, _named(node.args), _named(dict(node.kwargs)),
+            [u.name for u in node.users], [i.name for i in node.all_input_nodes],
+        )
+        for node in graph.nodes
+    ]
+
+
+def test_created_nodes_match_fx_create_node() -> None:
+    tracer = SubgraphTracer()
+    _build(tracer.create_node, tracer.graph)
+    plain = torch.fx.Graph()
+    _build(plain.create_node, plain)
+    tracer.graph.lint()
+    assert _picture(tracer.graph) == _picture(plain)
+    assert tracer.graph.python_code("self").src == plain.python_code("self").src
+
+
+def test_created_nodes_are_found_by_op() -> None:
+    tracer = SubgraphTracer()
+    _build(tracer.create_node, tracer.graph)
+    found = tracer.graph.find_nodes(op="call_function", target=torch.tanh)
+    assert [n.name for n in found] == ["tanh"]
+
+
+def _meta(*shape: int, grad: bool = False) -> torch.Tensor:
+    return torch.empty(shape, device=metadata.META, requires_grad=grad)
+
+
+def _key(*args: Any, **kwargs: Any) -> tuple | None:
+    return metadata._memo_key("call_function", torch.add, args, kwargs)
+
+
+def test_memo_key_tells_apart_what_changes_results() -> None:
+    base = _key(_meta(2, 3), 1.5)
+    assert base is not None and base == _key(_meta(2, 3), 1.5)
+    different = [
+        _key(_meta(3, 2), 1.5), _key(_meta(2, 3).t().contiguous().t(), 1.5),
+        _key(_meta(2, 3, grad=True), 1.5), _key(_meta(2, 3), 1), _key(_meta(2, 3), True),
+        _key(_meta(2, 3), 2.5), _key(_meta(2, 3)), _key(_meta(2, 3), alpha=1.5),
+        _key((_meta(2, 3),), 1.5), _key([_meta(2, 3)], 1.5), _key(_meta(2, 3), (1.5,)),
+        _key(_meta(2, 3).to(torch.float64), 1.5),
+    ]
+    assert base not in different
+    assert len(set(different)) == len(different)
+    with torch.no_grad():
+        assert _key(_meta(2, 3), 1.5) != base
+
+
+def test_memo_key_follows_the_default_device() -> None:
+    base = _key(_meta(2, 3), 1.5)
+    with torch.device("meta"):
+        assert _key(_meta(2, 3), 1.5) != base
+    torch.set_default_device("meta")
+    try:
+        assert metadata.default_device() == torch.device("meta")
+        assert _key(_meta(2, 3), 1.5) != base
+    finally:
+        torch.set_default_device(None)
+    assert metadata.default_device() == torch.get_default_device()
+    assert _key(_meta(2, 3), 1.5) == base
+
+
+def test_memo_key_refuses_unhashable_and_unknown_leaves() -> None:
+    assert _key(_meta(2), object()) is None
+    assert _key(_meta(2), [object()]) is None
+    assert metadata._memo_key("call_method", "add_", (_meta(2), 1), {}) is None
