@@ -40,6 +40,7 @@ closures are never reused. ``config.reuse_fragments`` switches it off;
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -509,12 +510,28 @@ class _Template:
         graph = output.graph
         env = dict(mapping)
         for node in self.nodes:
-            env[node] = graph.node_copy(node, env.__getitem__)
+            env[node] = _copy_node(graph, node, env)
         if self.sets_default_device:
             output.uses_default_device = True
         if not output.ops_in_try and self.nodes:
             output.ops_in_try = _under_try_block(tx)
         return _rebuild(self.plan, env, call, {})
+
+
+def _copy_node(
+    graph: torch.fx.Graph, node: torch.fx.Node, env: dict[torch.fx.Node, torch.fx.Node]
+) -> torch.fx.Node:
+    """``graph.node_copy(node, env.__getitem__)`` without the pytree walk of every argument
+    that fx's create_node makes for raw SymInts (a fragment has none: it is never recorded
+    in a dynamic-shape trace); the arguments are given to the bare node after, as
+    SubgraphTracer.create_node does."""
+    new = graph.create_node(node.op, node.target, name=node.name, type_expr=node.type)
+    if node.kwargs:
+        new.kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+    if node.args:
+        new.args = torch.fx.node.map_arg(node.args, env.__getitem__)
+    new.meta = copy.copy(node.meta)
+    return new
 
 
 def _ident(key: Any) -> Any:
