@@ -141,8 +141,9 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
 
 def _inferred_tensor(inferred: shape_rules.Inferred) -> torch.Tensor:
     shape, dtype, grad = inferred
-    strides = shape_rules.contiguous_strides(shape)
-    return TensorSpec(shape, strides, 0, dtype, grad, not grad).build()
+    # TensorSpec(shape, strides, 0, dtype, grad, not grad).build(), without the record
+    t = torch.empty_strided(shape, shape_rules.contiguous_strides(shape), dtype=dtype, device=META)
+    return t.requires_grad_().clone() if grad else t
 
 
 def run_fake(

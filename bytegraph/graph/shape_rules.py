@@ -86,15 +86,24 @@ def _plain(t: Any, dtype: torch.dtype | None = None, contiguous: bool = False) -
         and t.dtype in _FLOATS
         and (dtype is None or t.dtype == dtype)
         and not t.is_inference()
-        and all(n > 0 for n in t.shape)
-        and (not contiguous or t.stride() == contiguous_strides(t.shape))
+        and 0 not in t.shape  # sizes are never negative
+        and (not contiguous or _contiguous(t))
     )
+
+
+def _contiguous(t: torch.Tensor) -> bool:
+    """Exactly the strides of a new tensor of its shape. ``is_contiguous()`` says so but for
+    the strides of size-1 dimensions, which it does not look at (and is cheaper)."""
+    return t.is_contiguous() and (1 not in t.shape or t.stride() == contiguous_strides(t.shape))
 
 
 def _result(shape: Sequence[int], dtype: torch.dtype, inputs: Sequence[Any]) -> Inferred:
-    grad = torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in inputs
-    )
+    grad = False
+    if torch.is_grad_enabled():
+        for t in inputs:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                grad = True
+                break
     return Inferred(tuple(shape), dtype, grad)
 
 
@@ -135,14 +144,19 @@ def _binary(args: tuple, kwargs: dict) -> Inferred | None:
     mixed dtypes: the meta kernel (their result layout follows the inputs' strides)."""
     if len(args) != 2 or kwargs:
         return None
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if not tensors or not all(isinstance(a, torch.Tensor) or _scalar(a) for a in args):
+    a, b = args
+    a_tensor, b_tensor = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+    if not (a_tensor or _scalar(a)) or not (b_tensor or _scalar(b)):
         return None
-    first = tensors[0]
-    if not all(_plain(t, first.dtype, contiguous=True) and t.shape == first.shape
-               for t in tensors):
+    if a_tensor and b_tensor:
+        if not (_plain(a, contiguous=True) and _plain(b, a.dtype, contiguous=True)
+                and b.shape == a.shape):
+            return None
+        return _result(a.shape, a.dtype, (a, b))
+    first = a if a_tensor else b if b_tensor else None
+    if first is None or not _plain(first, contiguous=True):
         return None
-    return _result(first.shape, first.dtype, tensors)
+    return _result(first.shape, first.dtype, (first,))
 
 
 def _tensor_first_binary(args: tuple, kwargs: dict) -> Inferred | None:

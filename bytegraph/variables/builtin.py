@@ -28,8 +28,13 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.exceptions import ObservedRaise
 from bytegraph.variables.method_arguments import positional_bounds
 from bytegraph.variables.numpy import NdarrayVariable, numpy_operator
+from bytegraph.variables.random_state import random_arithmetic
+from bytegraph.variables.scalars import symbolic_arithmetic
+from bytegraph.variables.symbolic import operation as sym_int_operation
+from bytegraph.variables.tensor import TensorVariable, tensor_op
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -143,8 +148,6 @@ class BuiltinVariable(VariableTracker):
         """The call; a builtin's raise counts the builtin calls it leaves, so only the
         opcode that made the outermost one vets it (``map(next, ...)`` inside ``list()``
         ends the list in CPython: it is no raise of ``list``)."""
-        from bytegraph.variables.exceptions import ObservedRaise
-
         try:
             return self.call_builtin(tx, args, kwargs)
         except ObservedRaise as error:
@@ -158,11 +161,6 @@ class BuiltinVariable(VariableTracker):
         args: list[VariableTracker],
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
-        from bytegraph.variables.random_state import random_arithmetic
-        from bytegraph.variables.scalars import symbolic_arithmetic
-        from bytegraph.variables.symbolic import operation as sym_int_operation
-        from bytegraph.variables.tensor import TensorVariable, tensor_op
-
         if tx.output.function_modes and any(isinstance(a, TensorVariable) for a in args):
             from bytegraph.variables.function_modes import through_modes_builtin
 

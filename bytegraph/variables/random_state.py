@@ -347,13 +347,13 @@ def _expr(vt: VariableTracker) -> tuple | None:
 def random_arithmetic(tx: Tx, fn: Any, args: list, kwargs: dict) -> VariableTracker | None:
     """``fn(*args)`` where a drawn number takes part: Python arithmetic kept as an
     expression, or a tensor op; None where this is no such call."""
-    from bytegraph.variables.tensor import TensorVariable
-
     if kwargs or fn not in EXPR_OPERATORS:
         return None
     drawn = [a for a in args if isinstance(a, RandomValueVariable)]
     if not drawn:
         return None
+    from bytegraph.variables.tensor import TensorVariable
+
     exprs = [_expr(a) for a in args]
     if all(e is not None for e in exprs):
         try:

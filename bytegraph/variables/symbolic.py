@@ -205,10 +205,10 @@ def operation(
 ) -> VariableTracker | None:
     """A builtin or operator applied to a symbolic size (and no tensor), or None to let
     the caller handle it (which specialises the size where it needs a value)."""
-    from bytegraph.variables.tensor import TensorVariable
-
     if kwargs or not any(isinstance(a, SymIntVariable) for a in args):
         return None
+    from bytegraph.variables.tensor import TensorVariable
+
     if any(isinstance(a, TensorVariable) for a in args):
         return None
     fn = _IN_PLACE.get(fn, fn)

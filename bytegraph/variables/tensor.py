@@ -20,6 +20,7 @@ import torch.fx
 
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
+from bytegraph.translate.regions import in_try_block
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.symbolic import (
@@ -345,8 +346,6 @@ def _as_index(kind: str, target: Any, args: list[VariableTracker]) -> tuple[str,
 
 def _under_try_block(tx: InstructionTranslatorBase) -> bool:
     """Whether a try block of this frame or a caller's covers the current instruction."""
-    from bytegraph.translate.regions import in_try_block
-
     frame: Any = tx
     while frame is not None:
         if frame.current_inst is not None and in_try_block(frame.decoded, frame.current_inst.index):

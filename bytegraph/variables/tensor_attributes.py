@@ -45,6 +45,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import AttributeMutationExisting, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import BaseSequenceVariable
 
 if TYPE_CHECKING:
     from bytegraph.side_effects import SideEffects
@@ -232,7 +233,6 @@ def refuse_made_leaf(args: list[VariableTracker], kwargs: dict[str, VariableTrac
     """Under grad mode, break before an op on a leaf made in the graph that requires grad."""
     if not torch.is_grad_enabled():
         return
-    from bytegraph.variables.containers import BaseSequenceVariable
     from bytegraph.variables.tensor import TensorVariable
 
     for value in (*args, *kwargs.values()):
