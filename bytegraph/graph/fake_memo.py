@@ -98,13 +98,18 @@ class FakeMemo:
 
     def key(self, kind: str, target: Any, args: tuple, kwargs: dict) -> tuple | None:
         """The symbolic description of one call, or None if it is not memoizable."""
-        from bytegraph.graph.metadata import _leaves, _structure, writes_first_argument
+        from bytegraph.graph.metadata import (
+            _leaves,
+            _structure,
+            default_device,
+            writes_first_argument,
+        )
 
         if writes_first_argument(kind, target) or "out" in kwargs:
             return None
         parts: list[Any] = [
             kind, target, _structure((args, kwargs)), torch.is_grad_enabled(),
-            torch.get_default_dtype(), torch.get_default_device(), _autocast_state(),
+            torch.get_default_dtype(), default_device(), _autocast_state(),
             torch.is_inference_mode_enabled(),
         ]
         for leaf in _leaves((args, kwargs), []):

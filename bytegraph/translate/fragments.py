@@ -51,6 +51,7 @@ import torch.fx
 
 from bytegraph import config, logs
 from bytegraph.exc import InternalError
+from bytegraph.graph.metadata import default_device
 from bytegraph.graph.subgraphs import storage_id
 from bytegraph.guards.sources import Source
 from bytegraph.side_effects import NOTHING
@@ -173,7 +174,7 @@ def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]
         (name, walk.keywords(tx, vt) if name == varkw else walk.abstract(tx, vt))
         for name, vt in bound.items()
     )
-    state = (torch.is_grad_enabled(), torch.get_default_dtype(), str(torch.get_default_device()))
+    state = (torch.is_grad_enabled(), torch.get_default_dtype(), str(default_device()))
     key = (code, id(fn.f_globals()), state, args)
     return Call(key, tuple(walk.roots), tuple(walk.tensors))
 
@@ -366,7 +367,7 @@ def _argument_state(call: Call) -> tuple[Any, ...]:
 def _flags(output: OutputGraph) -> tuple[Any, ...]:
     tracer = output.root_tracer
     return (
-        torch.get_default_dtype(), str(torch.get_default_device()),
+        torch.get_default_dtype(), str(default_device()),
         *(getattr(output, name) for name in _OUTPUT_FLAGS),
         len(output.keyed_tensors), len(output.generator_frames), len(output.collective_results),
         len(tracer.modules), len(tracer.shared), len(output.side_effects.draws.calls),
