@@ -2,8 +2,9 @@
 
 ``assemble(template, body)`` makes a code object that keeps the template's
 signature, names, free variables and flags, with ``body`` (a list of
-``bytecode.Instr`` and ``bytecode.Label``) as its instructions. The package
-computes the stack depth, line table and exception table.
+``bytecode.Instr`` and ``bytecode.Label``) as its instructions. ``encode``
+computes the stack depth, line table and exception table as the package
+would, faster.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 import bytecode as bc
 
-from bytegraph.bytecode import compat
+from bytegraph.bytecode import compat, encode
 
 _GENERATOR_FLAGS = (
     bc.CompilerFlags.GENERATOR | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
@@ -27,6 +28,16 @@ def assemble(
     name: str | None = None,
 ) -> types.CodeType:
     """A code object with ``template``'s signature and closure running ``body``."""
+    return encode.to_code(bytecode_for(template, body, name=name))
+
+
+def bytecode_for(
+    template: types.CodeType,
+    body: Sequence[bc.Instr | bc.Label],
+    *,
+    name: str | None = None,
+) -> bc.Bytecode:
+    """The ``bytecode.Bytecode`` that ``assemble`` encodes."""
     code = bc.Bytecode()
     code.name = name or template.co_name
     code.filename = template.co_filename
@@ -43,7 +54,7 @@ def assemble(
         code.qualname = name or template.co_qualname
     code.extend(prologue(template))
     code.extend(body)
-    return code.to_code()
+    return code
 
 
 def prologue(template: types.CodeType, generator: bool = False) -> list[bc.Instr]:
@@ -60,7 +71,7 @@ def prologue(template: types.CodeType, generator: bool = False) -> list[bc.Instr
 
 def roundtrip(code: types.CodeType) -> types.CodeType:
     """Decode and reassemble ``code`` unchanged: the layer's self-check."""
-    return bc.Bytecode.from_code(code).to_code()
+    return encode.to_code(bc.Bytecode.from_code(code))
 
 
 def call(nargs: int) -> list[bc.Instr]:

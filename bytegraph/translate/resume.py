@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
 
-from bytegraph.bytecode import assemble, compat
+from bytegraph.bytecode import assemble, compat, encode
 from bytegraph.bytecode.instructions import Instruction, decode
 from bytegraph.bytecode.stack_effects import loads_method, locals_written
 from bytegraph.exc import InternalError, Unsupported
@@ -243,8 +243,8 @@ def _entered_code(
     # ("negative size"). Every base instruction keeps its base depth, so the base
     # code's own size bounds it, plus what a stub pushes and a routed call's one slot.
     stub = max((len(items) for items in stubs.values()), default=0)
-    concrete = code.to_code(
-        stacksize=base.co_stacksize + stub + 1, compute_exception_stack_depths=False
+    concrete = encode.to_code(
+        code, stacksize=base.co_stacksize + stub + 1, compute_exception_stack_depths=False
     )
     positions = tuple(base_index.get(id(item), -1) for item in code if isinstance(item, bc.Instr))
     return concrete, positions

@@ -41,7 +41,7 @@ from typing import Any
 
 import bytecode as bc
 
-from bytegraph.bytecode import assemble, compat
+from bytegraph.bytecode import assemble, compat, encode
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
 from bytegraph.bytecode.stack_effects import FRAME_EXITS, STACK_EFFECTS, loads_method
 
@@ -361,4 +361,4 @@ def routed_code(code: types.CodeType, route: Any) -> types.CodeType:
         return code
     positions = instr_positions(decode(code), body)
     rewrite_sites(body, [(site, body[positions[site.producer]]) for site in sites], route)
-    return body.to_code(compute_exception_stack_depths=False)
+    return encode.to_code(body, compute_exception_stack_depths=False)
