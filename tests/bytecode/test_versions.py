@@ -82,7 +82,9 @@ def test_bytecode_layer_imports_without_torch() -> None:
     facts = run_probe(sys.executable)
     assert tuple(facts["version"]) == sys.version_info[:2]
     assert tuple(facts["version"]) in compat.SUPPORTED_VERSIONS
-    assert facts["loaded"] == ["assemble", "compat", "instructions", "stack_effects"]
+    assert facts["loaded"] == [
+        "assemble", "compat", "depth", "encode", "instructions", "stack_effects"
+    ]
     assert not facts["bytegraph_init_ran"], "the probe must not run bytegraph/__init__.py"
     assert not facts["torch_imported"], "bytegraph.bytecode must not import torch"
 
