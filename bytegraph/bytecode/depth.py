@@ -42,8 +42,11 @@ _GENERATOR_FLAGS = (
     bc.CompilerFlags.GENERATOR | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
 )
 
-# (opcode, the argument dis.stack_effect sees, jump) -> (pre, post), as the package computes it.
-_EFFECTS: dict[tuple[int, Any, bool], tuple[int, int]] = {}
+# (opcode, the argument dis.stack_effect sees) -> (pre, post), as the package computes
+# it, when a jump is taken and when the flow goes on. An int argument (not a constant's)
+# is its own key: a finer key than needed, never a wrong one.
+_TAKEN: dict[tuple[int, Any], tuple[int, int]] = {}
+_FALL: dict[tuple[int, Any], tuple[int, int]] = {}
 
 
 class _Unsized(Exception):
@@ -102,15 +105,35 @@ class _Walker:
         """From ``items[index]`` at ``depth`` until the flow leaves or meets a walked label."""
         items = self.items
         opened: bc.TryBegin | None = None
-        lowest = 0
+        lowest = deepest = 0
         for pos in range(index, len(items)):
             item = items[pos]
             kind = type(item)
             if kind is bc.Instr:
-                depth = self.step(item, depth, opened is not None)
-                if depth < 0:
-                    return
-                lowest = min(lowest, depth)
+                op = item.opcode
+                arg = item.arg
+                if type(arg) is bc.Label and op not in MONITORING_ONLY_JUMP_OPS:
+                    depth = self.jump(item, op, arg, depth, opened is not None)
+                    if depth < 0:
+                        break
+                else:
+                    # Inlined: this runs once per instruction of every assembled body.
+                    if type(arg) is int and op not in _HAS_CONST:
+                        key = (op, arg)
+                    else:
+                        key = (op, _effect_arg(op, arg))
+                    pre, post = _FALL.get(key) or _effect(item, key, False)
+                    if depth + pre < 0:
+                        raise _Unsized  # the package reports the underflow
+                    depth += pre + post
+                    if depth > deepest:
+                        deepest = depth
+                    if op in IS_INSTR_FINAL:
+                        if opened is not None:
+                            raise _Unsized
+                        break
+                if depth < lowest:
+                    lowest = depth
             elif kind is bc.Label:
                 seen = self.entered.get(item)
                 if opened is not None or (seen is not None and seen != depth):
@@ -118,7 +141,7 @@ class _Walker:
                 if seen is None:
                     self.entered[item] = depth
                 elif pos != index:
-                    return  # the rest of the way is walked from this label
+                    break  # the rest of the way is walked from this label
             elif kind is bc.TryBegin:
                 if opened is not None or item in self.tries:
                     raise _Unsized
@@ -129,46 +152,44 @@ class _Walker:
                 self.tries[opened] = lowest
                 # The handler starts with the exception (and the offset) pushed.
                 handler = lowest + 1 + bool(opened.push_lasti)
-                self.deepest = max(self.deepest, handler)
+                deepest = max(deepest, handler)
                 self.enter(opened.target, handler)
                 opened = None
             elif kind is not bc.SetLineno:
                 raise _Unsized
+        self.deepest = max(self.deepest, deepest)
 
-    def step(self, instr: bc.Instr, depth: int, in_try: bool) -> int:
-        """The depth after ``instr``; -1 if the flow does not go on to the next item."""
-        op = instr.opcode
-        arg = instr.arg
-        if type(arg) is bc.Label and op not in MONITORING_ONLY_JUMP_OPS:
-            if in_try:
-                raise _Unsized
-            taken = _apply(instr, op, arg, True, depth)
-            self.deepest = max(self.deepest, taken)
-            self.enter(arg, taken)
-            if op in HAS_UNCONDITIONAL_JUMP:
-                return -1
-        depth = _apply(instr, op, arg, False, depth)
+    def jump(self, instr: bc.Instr, op: int, label: bc.Label, depth: int, in_try: bool) -> int:
+        """The depth after jump ``instr`` if it falls through, else -1."""
+        if in_try:
+            raise _Unsized
+        key = (op, _effect_arg(op, label))
+        pre, post = _TAKEN.get(key) or _effect(instr, key, True)
+        if depth + pre < 0:
+            raise _Unsized
+        taken = depth + pre + post
+        self.deepest = max(self.deepest, taken)
+        self.enter(label, taken)
+        if op in HAS_UNCONDITIONAL_JUMP:
+            return -1
+        pre, post = _FALL.get(key) or _effect(instr, key, False)
+        if depth + pre < 0:
+            raise _Unsized
+        depth += pre + post
         self.deepest = max(self.deepest, depth)
         if op in IS_INSTR_FINAL:
-            if in_try:
-                raise _Unsized
             return -1
         return depth
 
 
-def _apply(instr: bc.Instr, op: int, arg: Any, jump: bool, depth: int) -> int:
-    """``depth`` after ``instr``, taking its jump or not, as the package counts it."""
-    key = (op, _effect_arg(op, arg), jump)
-    effect = _EFFECTS.get(key)
-    if effect is None:
-        try:
-            effect = _EFFECTS[key] = instr.pre_and_post_stack_effect(jump=jump)
-        except (ValueError, TypeError) as e:
-            raise _Unsized from e
-    pre, post = effect
-    if depth + pre < 0:
-        raise _Unsized  # the package reports the underflow
-    return depth + pre + post
+def _effect(instr: bc.Instr, key: tuple[int, Any], jump: bool) -> tuple[int, int]:
+    """``instr``'s (pre, post) stack effect as the package counts it, cached under ``key``."""
+    try:
+        effect = instr.pre_and_post_stack_effect(jump=jump)
+    except (ValueError, TypeError) as e:
+        raise _Unsized from e
+    (_TAKEN if jump else _FALL)[key] = effect
+    return effect
 
 
 def _effect_arg(op: int, arg: Any) -> Any:

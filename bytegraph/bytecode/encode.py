@@ -86,17 +86,18 @@ def try_encode(
     compute_exception_stack_depths: bool = True,
 ) -> types.CodeType | None:
     """What ``to_code`` returns, or None where the package must assemble ``code``."""
+    items = list.copy(code)  # a plain list: Bytecode's own indexing and iterating are Python
     depths: dict[bc.TryBegin, int] = {}
     if stacksize is None or compute_exception_stack_depths:
         # The package sizes the stack itself then, even if a size is passed.
-        sized = stack_depths(code, int(code.flags))
+        sized = stack_depths(items, int(code.flags))
         if sized is None:
             return None
         stacksize = sized[0]
         if compute_exception_stack_depths:
             depths = sized[1]
     try:
-        return _Encoder(code, depths).code_object(stacksize)
+        return _Encoder(code, items, depths).code_object(stacksize)
     except _Declined:
         return None
 
@@ -104,8 +105,11 @@ def try_encode(
 class _Encoder:
     """One pass from abstract instructions to flat lists, then to the code's bytes."""
 
-    def __init__(self, code: bc.Bytecode, depths: dict[bc.TryBegin, int]) -> None:
+    def __init__(
+        self, code: bc.Bytecode, items: list[Any], depths: dict[bc.TryBegin, int]
+    ) -> None:
         self.code = code
+        self.items = items
         self.depths = depths  # each try block's depth, where not the TryBegin's own
         self.consts: list[Any] = []
         self.const_index: dict[Any, int] = {}
@@ -179,7 +183,8 @@ class _Encoder:
         ops, args, units, caches, locations = (
             self.ops, self.args, self.units, self.caches, self.locations
         )
-        for item in self.code:
+        opened = False  # Bytecode's iteration refuses a TryBegin inside another
+        for item in self.items:
             kind = type(item)
             if kind is bc.Instr:
                 op = item.opcode
@@ -198,10 +203,12 @@ class _Encoder:
                 self.labels[item] = len(ops)
             elif kind is bc.SetLineno:
                 location = InstrLocation(item.lineno, None, None, None)
-            elif kind is bc.TryBegin and item not in self.tries:
+            elif kind is bc.TryBegin and item not in self.tries and not opened:
                 self.tries[item] = [len(ops), -1]
+                opened = True
             elif kind is bc.TryEnd and item.entry in self.tries:
                 self.tries[item.entry][1] = len(ops) - 1
+                opened = False
             else:
                 raise _Declined
 
