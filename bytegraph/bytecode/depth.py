@@ -57,6 +57,8 @@ def stack_depths(items: Sequence[Any], flags: int) -> tuple[int, dict[bc.TryBegi
     """The stack size ``items`` need and each try block's depth, or None where only
     the package should say."""
     walker = _Walker(items)
+    if walker.label_count != len(walker.labels):
+        return None  # a label placed twice: the package jumps to its last place
     # Before 3.13 a generator's frame starts with the value sent in on its stack.
     start = 1 if compat.PY_VERSION < (3, 13) and flags & _GENERATOR_FLAGS else 0
     try:
@@ -74,10 +76,11 @@ class _Walker:
     def __init__(self, items: Sequence[Any]) -> None:
         self.items = items
         self.labels: dict[bc.Label, int] = {}
-        self.try_count = 0
+        self.try_count = self.label_count = 0
         for i, item in enumerate(items):
             if type(item) is bc.Label:
                 self.labels[item] = i
+                self.label_count += 1
             elif type(item) is bc.TryBegin:
                 self.try_count += 1
         self.entered: dict[bc.Label, int] = {}

@@ -425,7 +425,14 @@ def jump_in_try() -> list[Any]:
             handler, bc.Instr("POP_TOP"), bc.Instr("LOAD_CONST", 0), bc.Instr("RETURN_VALUE")]
 
 
-@pytest.mark.parametrize("body", [two_depths, jump_in_try])
+def label_placed_twice() -> list[Any]:
+    """The package jumps to a label's last place."""
+    twice = bc.Label()
+    return [bc.Instr("LOAD_CONST", 1), bc.Instr("JUMP_FORWARD", twice), twice,
+            bc.Instr("LOAD_CONST", 2), bc.Instr("POP_TOP"), twice, bc.Instr("RETURN_VALUE")]
+
+
+@pytest.mark.parametrize("body", [two_depths, jump_in_try, label_placed_twice])
 def test_declined_shapes_come_out_as_the_package_makes_them(body: Callable[[], list[Any]]) -> None:
     assert encode.try_encode(assemble.bytecode_for(template.__code__, body())) is None
     slow = assemble.bytecode_for(template.__code__, body()).to_code()
@@ -439,3 +446,19 @@ def test_underflow_raises_as_the_package_does() -> None:
     with pytest.raises(RuntimeError) as fast:
         assemble.assemble(template.__code__, body)
     assert str(fast.value) == str(slow.value)
+
+
+def test_nested_try_blocks_raise_as_the_package_does() -> None:
+    outer, inner, handler = bc.Label(), bc.Label(), bc.Label()
+    first, second = bc.TryBegin(outer, push_lasti=False), bc.TryBegin(inner, push_lasti=False)
+    body = [first, second, bc.Instr("NOP"), bc.TryEnd(second), bc.TryEnd(first),
+            bc.Instr("LOAD_CONST", None), bc.Instr("RETURN_VALUE"),
+            outer, inner, handler, bc.Instr("POP_TOP"), bc.Instr("LOAD_CONST", None),
+            bc.Instr("RETURN_VALUE")]
+    given = {"stacksize": 3, "compute_exception_stack_depths": False}
+    for kwargs in ({}, given):
+        with pytest.raises(RuntimeError, match="nested") as slow:
+            assemble.bytecode_for(template.__code__, body).to_code(**kwargs)
+        with pytest.raises(RuntimeError) as fast:
+            encode.to_code(assemble.bytecode_for(template.__code__, body), **kwargs)
+        assert str(fast.value) == str(slow.value)
