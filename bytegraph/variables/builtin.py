@@ -330,11 +330,11 @@ def _sequence_kind(vt: VariableTracker) -> type | None:
 
 
 def _concat(tx, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-    from bytegraph.variables.containers import NEW_VALUE, ListVariable, SizeVariable, TupleVariable
-
     pair = _sequences(tx, a, b)
     if pair is None or _sequence_kind(a) is None or _sequence_kind(a) is not _sequence_kind(b):
         return None
+    from bytegraph.variables.containers import NEW_VALUE, ListVariable, SizeVariable, TupleVariable
+
     items = pair[0] + pair[1]
     if _sequence_kind(a) is list:
         return ListVariable(items, mutation_type=NEW_VALUE)
