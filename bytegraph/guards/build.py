@@ -37,6 +37,14 @@ from bytegraph.guards.sources import (
 )
 
 _SINGLETONS = (None, True, False, Ellipsis)
+# Where a template reads the guard's source (no repr and no source text holds this
+# character): ``add`` renders a guard's expressions once and places the reads after.
+_READ = "\x00"
+_TWO_SOURCES = (GuardKind.SAME_OBJECT, GuardKind.DISTINCT)
+
+
+def _read_marker() -> str:
+    return _READ
 
 
 class GuardFunctionBuilder:
@@ -58,6 +66,7 @@ class GuardFunctionBuilder:
         # cheaper_forms.py; the plain form keeps the readable ones for reports.
         self.fast = share_reads
         self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
+        self._tensor_templates: dict[tuple[Any, ...], list[str]] = {}
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
@@ -72,7 +81,7 @@ class GuardFunctionBuilder:
         if isinstance(source, AttrSource) and cheaper_forms.reads_instance_dict(
             self._types.get(source.base), source.attr
         ):
-            text = f"{self.ref(AttrSource(source.base, '__dict__'))}[{source.attr!r}]"
+            text = f"{self.ref(AttrSource(base, '__dict__'))}[{source.attr!r}]"
         elif base is not None and text.startswith(base.expr()):
             text = self.ref(base) + text[len(base.expr()):]
         name = self._locals[plain] = f"___s{len(self._locals)}"
@@ -98,14 +107,63 @@ class GuardFunctionBuilder:
             return
         if guard.kind is GuardKind.TYPE_MATCH:
             self._types.setdefault(guard.source, guard.expected)
-        share, self.share_reads = self.share_reads, False
-        keys = self._expressions(guard)  # plain text: what makes two checks the same
-        self.share_reads = share
+        if guard.kind in _TWO_SOURCES:
+            self._add_rendered(guard)
+            return
+        templates = self._templates(guard)
+        plain = guard.source.expr()
+        keys = [t.replace(_READ, plain) for t in templates]  # what makes two checks the same
         if self._seen.issuperset(keys):
             return  # every check of this guard is already made (e.g. type(x) twice)
-        # Rendered only when kept: rendering is where a source's first read is placed.
         self._seen.update(keys)
-        self.parts.extend(self._expressions(guard) if share else keys)
+        if not self.share_reads:
+            self.parts.extend(keys)
+        elif guard.kind is GuardKind.SHAPE:  # the ShapeEnv's text may hold ``or``
+            self.parts.extend(f"({key})" for key in keys)
+        else:  # rendered only when kept: rendering is where a source's first read is placed
+            self.parts.extend(self._placed(templates, guard.source, keys))
+
+    def _add_rendered(self, guard: Guard) -> None:
+        """``add`` for a guard that reads a second source (``x is y``, ``x is not y``)."""
+        share, self.share_reads = self.share_reads, False
+        keys = self._expressions(guard, lambda: self.ref(guard.source))
+        self.share_reads = share
+        if self._seen.issuperset(keys):
+            return
+        self._seen.update(keys)
+        if share:
+            keys = self._expressions(guard, lambda: self.ref(guard.source))
+        self.parts.extend(keys)
+
+    def _templates(self, guard: Guard) -> list[str]:
+        """The guard's expressions with ``_READ`` where they read its source. A tensor's
+        are made once per snapshot: a model's parameters share a few."""
+        if guard.kind is not GuardKind.TENSOR_MATCH:
+            return self._expressions(guard, _read_marker)
+        snap = guard.expected
+        key = (snap, id(snap.tensor_type), id(snap.dtype))  # types compared by identity
+        templates = self._tensor_templates.get(key)
+        if templates is None:
+            templates = self._tensor_templates[key] = self._tensor(_read_marker, snap)
+        return templates
+
+    def _placed(self, templates: list[str], source: Source, keys: list[str]) -> list[str]:
+        """The fast form's text of ``templates``: the first read of ``source`` stores it in
+        a local (``(___s3 := m.weight)``), later ones read that local."""
+        if isinstance(source, LocalSource):
+            return keys
+        first = next((i for i, t in enumerate(templates) if _READ in t), None)
+        if first is None:
+            return keys
+        read = self.ref(source)
+        name = self._locals[source.expr()]
+        placed = [t.replace(_READ, name) for t in templates]
+        if read != name:  # the first read of the guard function: stored here
+            text, at = templates[first], templates[first].index(_READ)
+            if text[at - 1:at] == "(" and text[at + 1:at + 2] == ")":
+                read = read[1:-1]  # f(x := y): a call's only argument needs no parentheses
+            placed[first] = text[:at] + read + text[at + 1:].replace(_READ, name)
+        return placed
 
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
@@ -115,10 +173,9 @@ class GuardFunctionBuilder:
             self.parts.append(f"len({{{', '.join(reads)}}}) == {len(group)}")
         self.parts.extend(shape_checks(self._per_instance, self.ref, self.const))
 
-    def _expressions(self, guard: Guard) -> list[str]:
-        def e() -> str:  # a call per use: only the first use may store the read
-            return self.ref(guard.source)
-
+    def _expressions(self, guard: Guard, e: Callable[[], str]) -> list[str]:
+        """The guard's expressions; ``e()`` is the text that reads its source, called once
+        per use (only the first use may store the read)."""
         kind, expected = guard.kind, guard.expected
         if kind is GuardKind.TENSOR_MATCH:
             return self._tensor(e, expected)
@@ -399,7 +456,10 @@ def build_guard_function(
     expression per guard) is what reports and failure diagnosis use.
     """
     fast = _built(GuardFunctionBuilder(share_reads=True), guards, default_device)
-    body = " and ".join(f"({p})" for p in fast.parts) or "True"
+    # Each part is a comparison, a ``not``, a call or an attribute (those that are not,
+    # the ShapeEnv's, come parenthesized): joined as they are, they mean what they mean
+    # alone. Parentheses around ~1,500 parts cost compile() a quarter of its time.
+    body = " and ".join(fast.parts) or "True"
     make = _maker(fn, fast.constants)
     return GuardFunction(make(f"    return {body}", "False"), guards, default_device, make)
 
@@ -416,27 +476,35 @@ def _built(
 
 def _connected(edges: list[tuple[Source, ...]]) -> list[list[Source]]:
     """Groups of sources linked by any DISTINCT guard, each in first-seen order. Sources
-    are told apart by their text, as the guard function reads them."""
-    parent: dict[str, str] = {}
-    by_text: dict[str, Source] = {}
+    are told apart by their text, as the guard function reads them.
 
-    def root(text: str) -> str:
-        while parent[text] != text:
-            parent[text] = parent[parent[text]]  # path halving: long chains stay short
-            text = parent[text]
-        return text
-
+    A model's modules of one class come as ``m1 vs (m0,)``, ``m2 vs (m0, m1)``...: a
+    quadratic number of links, so each is one dict lookup, made mostly in C."""
+    group_of: dict[str, int] = {}  # a source's text -> the number of its group
+    members: dict[int, list[str]] = {}
+    by_text: dict[str, Source] = {}  # in first-seen order
     for linked in edges:
-        texts = [source.expr() for source in linked]
+        texts = list(map(Source.expr, linked))
+        met = set(map(group_of.get, texts))
+        met.discard(None)
+        if met:
+            target = max(met, key=lambda number: len(members[number]))
+            for number in met - {target}:  # the smaller groups join the largest
+                moved = members.pop(number)
+                for text in moved:
+                    group_of[text] = target
+                members[target].extend(moved)
+        else:
+            target = len(by_text)  # a number no group has had: by_text only grows
+            members[target] = []
         for text, source in zip(texts, linked):
-            parent.setdefault(text, text)
-            by_text.setdefault(text, source)
-        first = root(texts[0])
-        for text in texts[1:]:
-            parent[root(text)] = first
-    groups: dict[str, list[Source]] = {}
-    for text in parent:  # in insertion order: each group in order of its first source
-        groups.setdefault(root(text), []).append(by_text[text])
+            if text not in group_of:
+                group_of[text] = target
+                by_text[text] = source
+                members[target].append(text)
+    groups: dict[int, list[Source]] = {}
+    for text, source in by_text.items():
+        groups.setdefault(group_of[text], []).append(source)
     return list(groups.values())
 
 
