@@ -60,9 +60,9 @@ def test_each_part_joins_with_and_as_it_reads_alone():
     """The fast form's body is the parts joined by ``and`` without parentheses: each one
     must be one operand of that ``and``, parsed as it parses alone."""
     fast = _built(GuardFunctionBuilder(share_reads=True), _every_kind(), False)
-    joined = ast.parse(" and ".join(fast.parts), mode="eval").body
+    joined = ast.parse(fast.body(), mode="eval").body
     assert isinstance(joined, ast.BoolOp) and isinstance(joined.op, ast.And)
-    alone = [ast.parse(part, mode="eval").body for part in fast.parts]
+    alone = [ast.parse(fast.resolved(part), mode="eval").body for part in fast.parts]
     assert [ast.dump(v) for v in joined.values] == [
         ast.dump(v) for p in alone for v in (p.values if isinstance(p, ast.BoolOp)
                                              and isinstance(p.op, ast.And) else [p])

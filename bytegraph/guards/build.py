@@ -41,6 +41,14 @@ _SINGLETONS = (None, True, False, Ellipsis)
 # character): ``add`` renders a guard's expressions once and places the reads after.
 _READ = "\x00"
 _TWO_SOURCES = (GuardKind.SAME_OBJECT, GuardKind.DISTINCT)
+_BY_EXPECTED_OBJECT = (  # a tuple: an enum member hashes in Python, ~0.5 us
+    GuardKind.TYPE_MATCH, GuardKind.ID_MATCH, GuardKind.EMPTY, GuardKind.KEY_ABSENT,
+    GuardKind.CONSTANT_MATCH, GuardKind.CLOSES_QUIETLY,
+)
+# ``ref`` writes a read's first use as ``(___s3\x01text)``; ``resolved`` makes the mark a
+# store (``___s3 := ``) or nothing once every use is known.
+_STORE = "\x01"
+_STORES = re.compile(r"(___s\d+)\x01")
 
 
 def _read_marker() -> str:
@@ -58,6 +66,7 @@ class GuardFunctionBuilder:
         # Reading ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
         self.share_reads = share_reads
         self._locals: dict[str, str] = {}
+        self._reused: set[str] = set()  # the locals read again after their store
         self._distinct: list[tuple[Source, ...]] = []
         self._per_instance: list[Guard] = []  # on classes made per instance (class_shapes.py)
         self._const_names: dict[int, str] = {}
@@ -66,26 +75,52 @@ class GuardFunctionBuilder:
         # cheaper_forms.py; the plain form keeps the readable ones for reports.
         self.fast = share_reads
         self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
-        self._tensor_templates: dict[tuple[Any, ...], list[str]] = {}
+        self._cached_templates: dict[tuple[Any, ...], list[str]] = {}
+        self._instance_dict_reads: dict[tuple[Any, str], bool] = {}
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
-        if not self.share_reads or isinstance(source, LocalSource):
-            return source.expr()
         plain = source.expr()  # keyed by text: two sources that read alike share the read
+        if not self.share_reads:
+            return plain
         name = self._locals.get(plain)
         if name is not None:
+            self._reused.add(name)
             return name
-        text = plain
+        if isinstance(source, LocalSource):
+            return plain
+        return self._first_read(source, plain)
+
+    def _first_read(self, source: Source, plain: str) -> str:
+        """``(___s3\x01text)``: the read of ``source`` through its base's local, marked to
+        be stored in a local of its own (``resolved``)."""
         base = getattr(source, "base", None)
-        if isinstance(source, AttrSource) and cheaper_forms.reads_instance_dict(
-            self._types.get(source.base), source.attr
-        ):
-            text = f"{self.ref(AttrSource(base, '__dict__'))}[{source.attr!r}]"
-        elif base is not None and text.startswith(base.expr()):
-            text = self.ref(base) + text[len(base.expr()):]
+        if base is None:
+            text = plain
+        elif isinstance(source, AttrSource) and self._reads_instance_dict(base, source.attr):
+            instance_dict = self._locals.get(f"{base.expr()}.__dict__")
+            if instance_dict is None:
+                instance_dict = self.ref(AttrSource(base, "__dict__"))
+            else:
+                self._reused.add(instance_dict)
+            text = f"{instance_dict}[{source.attr!r}]"
+        else:
+            base_plain = base.expr()
+            text = plain
+            if plain.startswith(base_plain):
+                text = self.ref(base) + plain[len(base_plain):]
         name = self._locals[plain] = f"___s{len(self._locals)}"
-        return f"({name} := {text})"
+        return f"({name}{_STORE}{text})"  # a store only if read again: see resolved()
+
+    def _reads_instance_dict(self, base: Source, attr: str) -> bool:
+        cls = self._types.get(base)
+        if cls is None:
+            return False
+        key = (cls, attr)
+        found = self._instance_dict_reads.get(key)
+        if found is None:
+            found = self._instance_dict_reads[key] = cheaper_forms.reads_instance_dict(cls, attr)
+        return found
 
     def const(self, value: Any) -> str:
         name = self._const_names.get(id(value))
@@ -95,19 +130,21 @@ class GuardFunctionBuilder:
         return name
 
     def add(self, guard: Guard) -> None:
-        if self.share_reads and guard.kind is GuardKind.DISTINCT:
+        kind = guard.kind
+        if kind is GuardKind.TYPE_MATCH or kind is GuardKind.ID_MATCH:
+            if per_instance_class(guard) is not None:
+                self._per_instance.append(guard)
+                return
+            if kind is GuardKind.TYPE_MATCH:
+                self._types.setdefault(guard.source, guard.expected)
+            elif self.fast and cheaper_forms.implied_class_check(guard, self._types):
+                return
+        elif kind is GuardKind.DISTINCT and self.share_reads:
             # Pairwise ``is not`` checks grow with the square of the objects of one
             # type (every module of a model); one set of ids per group grows linearly.
             self._distinct.append((guard.source, *guard.expected))
             return
-        if per_instance_class(guard) is not None:
-            self._per_instance.append(guard)
-            return
-        if self.fast and cheaper_forms.implied_class_check(guard, self._types):
-            return
-        if guard.kind is GuardKind.TYPE_MATCH:
-            self._types.setdefault(guard.source, guard.expected)
-        if guard.kind in _TWO_SOURCES:
+        if kind in _TWO_SOURCES:
             self._add_rendered(guard)
             return
         templates = self._templates(guard)
@@ -118,10 +155,10 @@ class GuardFunctionBuilder:
         self._seen.update(keys)
         if not self.share_reads:
             self.parts.extend(keys)
-        elif guard.kind is GuardKind.SHAPE:  # the ShapeEnv's text may hold ``or``
+        elif kind is GuardKind.SHAPE:  # the ShapeEnv's text may hold ``or``
             self.parts.extend(f"({key})" for key in keys)
         else:  # rendered only when kept: rendering is where a source's first read is placed
-            self.parts.extend(self._placed(templates, guard.source, keys))
+            self.parts.extend(self._placed(templates, guard.source, plain, keys))
 
     def _add_rendered(self, guard: Guard) -> None:
         """``add`` for a guard that reads a second source (``x is y``, ``x is not y``)."""
@@ -136,34 +173,58 @@ class GuardFunctionBuilder:
         self.parts.extend(keys)
 
     def _templates(self, guard: Guard) -> list[str]:
-        """The guard's expressions with ``_READ`` where they read its source. A tensor's
-        are made once per snapshot: a model's parameters share a few."""
-        if guard.kind is not GuardKind.TENSOR_MATCH:
+        """The guard's expressions with ``_READ`` where they read its source, made once per
+        kind and expected value: a model's modules share their few (``not m._forward_hooks``,
+        ``type(m) is Linear``), its parameters their snapshots."""
+        kind, expected = guard.kind, guard.expected
+        if kind is GuardKind.TENSOR_MATCH:  # equal snapshots; classes compared by identity
+            key: tuple[Any, ...] = (expected, id(expected.tensor_type), id(expected.dtype))
+        elif kind in _BY_EXPECTED_OBJECT:  # the text depends on that object alone
+            key = (id(kind), id(expected))
+        else:
             return self._expressions(guard, _read_marker)
-        snap = guard.expected
-        key = (snap, id(snap.tensor_type), id(snap.dtype))  # types compared by identity
-        templates = self._tensor_templates.get(key)
+        templates = self._cached_templates.get(key)
         if templates is None:
-            templates = self._tensor_templates[key] = self._tensor(_read_marker, snap)
+            templates = self._cached_templates[key] = self._expressions(guard, _read_marker)
         return templates
 
-    def _placed(self, templates: list[str], source: Source, keys: list[str]) -> list[str]:
+    def _placed(
+        self, templates: list[str], source: Source, plain: str, keys: list[str]
+    ) -> list[str]:
         """The fast form's text of ``templates``: the first read of ``source`` stores it in
         a local (``(___s3 := m.weight)``), later ones read that local."""
-        if isinstance(source, LocalSource):
-            return keys
+        name = self._locals.get(plain)
+        if name is not None:  # read by an earlier part
+            self._reused.add(name)
+            return [t.replace(_READ, name) for t in templates]
         first = next((i for i, t in enumerate(templates) if _READ in t), None)
-        if first is None:
-            return keys
-        read = self.ref(source)
-        name = self._locals[source.expr()]
-        placed = [t.replace(_READ, name) for t in templates]
-        if read != name:  # the first read of the guard function: stored here
-            text, at = templates[first], templates[first].index(_READ)
-            if text[at - 1:at] == "(" and text[at + 1:at + 2] == ")":
-                read = read[1:-1]  # f(x := y): a call's only argument needs no parentheses
-            placed[first] = text[:at] + read + text[at + 1:].replace(_READ, name)
+        if first is None or isinstance(source, LocalSource):
+            return keys  # no read to store (a local; a global that must stay undefined)
+        text = templates[first]
+        read = self._first_read(source, plain)
+        name = self._locals[plain]
+        at = text.index(_READ)
+        if text[at - 1:at] == "(" and text[at + 1:at + 2] == ")":
+            read = read[1:-1]  # f(x := y): a call's only argument needs no parentheses
+        rest = text[at + 1:]
+        placed = [*keys[:first], text[:at] + read + rest.replace(_READ, name)]
+        placed += [t.replace(_READ, name) for t in templates[first + 1:]]
+        if _READ in rest or any(_READ in t for t in templates[first + 1:]):
+            self._reused.add(name)
         return placed
+
+    def body(self) -> str:
+        """The parts joined with ``and``. Each part is a comparison, a ``not``, a call or an
+        attribute (those that are not, the ShapeEnv's, come parenthesized), so joined as
+        they are they mean what they mean alone: parentheses around ~1,500 parts cost
+        compile() a quarter of its time."""
+        return self.resolved(" and ".join(self.parts) or "True")
+
+    def resolved(self, text: str) -> str:
+        """``text`` with each read that ``ref`` placed stored in its local (``(___s3 :=
+        m.weight)``) where the local is read again, and only read (``(m.weight)``) where
+        not: a hook dict checked empty is read once, as are half a model's sources."""
+        return _STORES.sub(lambda m: f"{m[1]} := " if m[1] in self._reused else "", text)
 
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
@@ -456,12 +517,8 @@ def build_guard_function(
     expression per guard) is what reports and failure diagnosis use.
     """
     fast = _built(GuardFunctionBuilder(share_reads=True), guards, default_device)
-    # Each part is a comparison, a ``not``, a call or an attribute (those that are not,
-    # the ShapeEnv's, come parenthesized): joined as they are, they mean what they mean
-    # alone. Parentheses around ~1,500 parts cost compile() a quarter of its time.
-    body = " and ".join(fast.parts) or "True"
     make = _maker(fn, fast.constants)
-    return GuardFunction(make(f"    return {body}", "False"), guards, default_device, make)
+    return GuardFunction(make(f"    return {fast.body()}", "False"), guards, default_device, make)
 
 
 def _built(
