@@ -100,3 +100,17 @@ def test_a_tensor_of_another_layout_fails_the_guard(counting_backend, shape):
     torch.testing.assert_close(compiled(x), _by_layout(x))
     opaque = x.to_mkldnn()
     torch.testing.assert_close(compiled(opaque).to_dense(), _by_layout(opaque).to_dense())
+
+
+class FlagOwnTensor(torch.Tensor):
+    """A subclass may answer ``requires_grad`` or ``is_leaf`` with any value."""
+
+
+def test_flags_read_as_truth_values_only_on_torchs_own_tensors():
+    from bytegraph.guards.guard import TensorSnapshot
+
+    own = TensorSnapshot.of(nn.Parameter(torch.zeros(2)))
+    assert cheaper_forms.flag_check("w", "requires_grad", True, own) == "w.requires_grad"
+    assert cheaper_forms.flag_check("w", "is_leaf", False, own) == "not w.is_leaf"
+    subclass = TensorSnapshot.of(torch.zeros(2).as_subclass(FlagOwnTensor))
+    assert cheaper_forms.flag_check("w", "requires_grad", False, subclass) is None

@@ -6,7 +6,13 @@ its body is one boolean expression. Values it compares against are bound as
 closure constants. Why a guard failed is worked out only on demand
 (``first_failure``), never on the fast path. The function that runs on every call
 (the fast form) writes some checks in cheaper equivalent expressions
-(``cheaper_forms.py``); reports print the plain form.
+(``cheaper_forms.py``) and reads each source once (``shared_reads.py``); reports
+print the plain form.
+
+Building is part of every trace (a model's guard has thousands of conditions), so
+a guard's conditions are written once per kind and expected value as templates
+that the reads are put into, and the fast form's body is the conditions joined
+by ``and`` without parentheses: compile() parses them a quarter faster.
 """
 
 from __future__ import annotations
@@ -27,33 +33,20 @@ from bytegraph.dropped_values import closes_quietly
 from bytegraph.guards import cheaper_forms
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
+from bytegraph.guards.shared_reads import READ, SharedReads, read_marker
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
-    AttrSource,
     ClosureCellSource,
-    LocalSource,
     Source,
     local_name,
 )
 
 _SINGLETONS = (None, True, False, Ellipsis)
-# Where a template reads the guard's source (no repr and no source text holds this
-# character): ``add`` renders a guard's expressions once and places the reads after.
-_READ = "\x00"
 _TWO_SOURCES = (GuardKind.SAME_OBJECT, GuardKind.DISTINCT)
-_BY_EXPECTED_OBJECT = (  # a tuple: an enum member hashes in Python, ~0.5 us
+_BY_EXPECTED_OBJECT = (  # a tuple, tested by identity: an enum member hashes in Python
     GuardKind.TYPE_MATCH, GuardKind.ID_MATCH, GuardKind.EMPTY, GuardKind.KEY_ABSENT,
     GuardKind.CONSTANT_MATCH, GuardKind.CLOSES_QUIETLY,
 )
-# ``ref`` writes a read's first use as ``(___s3\x01text)``; ``resolved`` makes the mark a
-# store (``___s3 := ``) or nothing once every use is known.
-_STORE = "\x01"
-_STORES = re.compile(r"(___s\d+)\x01")
-
-
-def _read_marker() -> str:
-    return _READ
-
 
 class GuardFunctionBuilder:
     """Turns guards into expression text, collecting the constants they use."""
@@ -61,12 +54,9 @@ class GuardFunctionBuilder:
     def __init__(self, share_reads: bool = False) -> None:
         self.constants: list[Any] = []
         self.parts: list[str] = []
-        # With share_reads, each source is read once per call: its first use stores
-        # it in a local (``(___s0 := self.layers)``), later uses read that local.
-        # Reading ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
+        # With share_reads, each source is read once per call (shared_reads.py): reading
+        # ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
         self.share_reads = share_reads
-        self._locals: dict[str, str] = {}
-        self._reused: set[str] = set()  # the locals read again after their store
         self._distinct: list[tuple[Source, ...]] = []
         self._per_instance: list[Guard] = []  # on classes made per instance (class_shapes.py)
         self._const_names: dict[int, str] = {}
@@ -76,51 +66,11 @@ class GuardFunctionBuilder:
         self.fast = share_reads
         self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
         self._cached_templates: dict[tuple[Any, ...], list[str]] = {}
-        self._instance_dict_reads: dict[tuple[Any, str], bool] = {}
+        self._reads = SharedReads(self._types)
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
-        plain = source.expr()  # keyed by text: two sources that read alike share the read
-        if not self.share_reads:
-            return plain
-        name = self._locals.get(plain)
-        if name is not None:
-            self._reused.add(name)
-            return name
-        if isinstance(source, LocalSource):
-            return plain
-        return self._first_read(source, plain)
-
-    def _first_read(self, source: Source, plain: str) -> str:
-        """``(___s3\x01text)``: the read of ``source`` through its base's local, marked to
-        be stored in a local of its own (``resolved``)."""
-        base = getattr(source, "base", None)
-        if base is None:
-            text = plain
-        elif isinstance(source, AttrSource) and self._reads_instance_dict(base, source.attr):
-            instance_dict = self._locals.get(f"{base.expr()}.__dict__")
-            if instance_dict is None:
-                instance_dict = self.ref(AttrSource(base, "__dict__"))
-            else:
-                self._reused.add(instance_dict)
-            text = f"{instance_dict}[{source.attr!r}]"
-        else:
-            base_plain = base.expr()
-            text = plain
-            if plain.startswith(base_plain):
-                text = self.ref(base) + plain[len(base_plain):]
-        name = self._locals[plain] = f"___s{len(self._locals)}"
-        return f"({name}{_STORE}{text})"  # a store only if read again: see resolved()
-
-    def _reads_instance_dict(self, base: Source, attr: str) -> bool:
-        cls = self._types.get(base)
-        if cls is None:
-            return False
-        key = (cls, attr)
-        found = self._instance_dict_reads.get(key)
-        if found is None:
-            found = self._instance_dict_reads[key] = cheaper_forms.reads_instance_dict(cls, attr)
-        return found
+        return self._reads.ref(source) if self.share_reads else source.expr()
 
     def const(self, value: Any) -> str:
         name = self._const_names.get(id(value))
@@ -149,7 +99,7 @@ class GuardFunctionBuilder:
             return
         templates = self._templates(guard)
         plain = guard.source.expr()
-        keys = [t.replace(_READ, plain) for t in templates]  # what makes two checks the same
+        keys = [t.replace(READ, plain) for t in templates]  # what makes two checks the same
         if self._seen.issuperset(keys):
             return  # every check of this guard is already made (e.g. type(x) twice)
         self._seen.update(keys)
@@ -158,7 +108,7 @@ class GuardFunctionBuilder:
         elif kind is GuardKind.SHAPE:  # the ShapeEnv's text may hold ``or``
             self.parts.extend(f"({key})" for key in keys)
         else:  # rendered only when kept: rendering is where a source's first read is placed
-            self.parts.extend(self._placed(templates, guard.source, plain, keys))
+            self.parts.extend(self._reads.place(templates, guard.source, plain, keys))
 
     def _add_rendered(self, guard: Guard) -> None:
         """``add`` for a guard that reads a second source (``x is y``, ``x is not y``)."""
@@ -173,7 +123,7 @@ class GuardFunctionBuilder:
         self.parts.extend(keys)
 
     def _templates(self, guard: Guard) -> list[str]:
-        """The guard's expressions with ``_READ`` where they read its source, made once per
+        """The guard's expressions with ``READ`` where they read its source, made once per
         kind and expected value: a model's modules share their few (``not m._forward_hooks``,
         ``type(m) is Linear``), its parameters their snapshots."""
         kind, expected = guard.kind, guard.expected
@@ -182,36 +132,11 @@ class GuardFunctionBuilder:
         elif kind in _BY_EXPECTED_OBJECT:  # the text depends on that object alone
             key = (id(kind), id(expected))
         else:
-            return self._expressions(guard, _read_marker)
+            return self._expressions(guard, read_marker)
         templates = self._cached_templates.get(key)
         if templates is None:
-            templates = self._cached_templates[key] = self._expressions(guard, _read_marker)
+            templates = self._cached_templates[key] = self._expressions(guard, read_marker)
         return templates
-
-    def _placed(
-        self, templates: list[str], source: Source, plain: str, keys: list[str]
-    ) -> list[str]:
-        """The fast form's text of ``templates``: the first read of ``source`` stores it in
-        a local (``(___s3 := m.weight)``), later ones read that local."""
-        name = self._locals.get(plain)
-        if name is not None:  # read by an earlier part
-            self._reused.add(name)
-            return [t.replace(_READ, name) for t in templates]
-        first = next((i for i, t in enumerate(templates) if _READ in t), None)
-        if first is None or isinstance(source, LocalSource):
-            return keys  # no read to store (a local; a global that must stay undefined)
-        text = templates[first]
-        read = self._first_read(source, plain)
-        name = self._locals[plain]
-        at = text.index(_READ)
-        if text[at - 1:at] == "(" and text[at + 1:at + 2] == ")":
-            read = read[1:-1]  # f(x := y): a call's only argument needs no parentheses
-        rest = text[at + 1:]
-        placed = [*keys[:first], text[:at] + read + rest.replace(_READ, name)]
-        placed += [t.replace(_READ, name) for t in templates[first + 1:]]
-        if _READ in rest or any(_READ in t for t in templates[first + 1:]):
-            self._reused.add(name)
-        return placed
 
     def body(self) -> str:
         """The parts joined with ``and``. Each part is a comparison, a ``not``, a call or an
@@ -221,10 +146,8 @@ class GuardFunctionBuilder:
         return self.resolved(" and ".join(self.parts) or "True")
 
     def resolved(self, text: str) -> str:
-        """``text`` with each read that ``ref`` placed stored in its local (``(___s3 :=
-        m.weight)``) where the local is read again, and only read (``(m.weight)``) where
-        not: a hook dict checked empty is read once, as are half a model's sources."""
-        return _STORES.sub(lambda m: f"{m[1]} := " if m[1] in self._reused else "", text)
+        """``text`` (parts of the fast form) with its reads stored where read again."""
+        return self._reads.resolved(text) if self.share_reads else text
 
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
@@ -293,15 +216,22 @@ class GuardFunctionBuilder:
             f"{e()}.dtype is {dtype}",
             self.fast and cheaper_forms.device_check(e(), snap) or f"{e()}.device == {device}",
             *self._sizes(e, snap, self.fast and layout_checked),
-            f"{e()}.requires_grad is {snap.requires_grad!r}",
+            self._flag(e(), "requires_grad", snap),
         ]
         # Leafness decides whether in-place ops are legal and what x.is_leaf folds to;
         # a tensor that does not require grad is always a leaf, so only then is it checked.
         if snap.requires_grad:
-            parts.append(f"{e()}.is_leaf is {snap.is_leaf!r}")
+            parts.append(self._flag(e(), "is_leaf", snap))
         if layout_checked:
             parts.append(f"{e()}.layout is {self.const(torch.strided)}")
         return parts
+
+    def _flag(self, read: str, flag: str, snap: TensorSnapshot) -> str:
+        """``read.flag is <the snapshot's bool>``, in the fast form's cheaper way if any."""
+        value = getattr(snap, flag)
+        return self.fast and cheaper_forms.flag_check(read, flag, value, snap) or (
+            f"{read}.{flag} is {value!r}"
+        )
 
     @staticmethod
     def _sizes(e: Callable[[], str], snap: TensorSnapshot, cheap_strides: bool) -> list[str]:

@@ -17,6 +17,9 @@ answer, uses the cheapest expression that reaches exactly the same answer:
   torch's stored contiguity flag is that very comparison, except that it skips
   dimensions of size 1 and tensors with no elements, so without those the two
   agree. ``stride()`` builds a tuple through torch's argument parser.
+- ``x.requires_grad`` for ``x.requires_grad is True`` (``not x.requires_grad`` for
+  ``is False``), and so for ``is_leaf``: torch's getters of these flags return a bool,
+  which is True exactly when it is truthy. The ``is`` costs compile() a node a tensor.
 - nothing for ``x.__class__ is C`` once ``type(x) is C`` has passed, where ``C``
   takes ``__class__`` and ``__getattribute__`` from ``object``: ``x.__class__``
   is then ``type(x)``.
@@ -60,6 +63,14 @@ def device_check(read: str, snap: TensorSnapshot) -> str | None:
     if snap.tensor_type in _TORCH_OWN and snap.device == _CPU:
         return f"{read}.is_cpu"
     return None
+
+
+def flag_check(read: str, flag: str, value: bool, snap: TensorSnapshot) -> str | None:
+    """``read.flag`` (or ``not read.flag``) where it decides what ``read.flag is value``
+    decides, else None."""
+    if snap.tensor_type not in _TORCH_OWN:
+        return None
+    return f"{read}.{flag}" if value else f"not {read}.{flag}"
 
 
 def contiguity_check(read: str, snap: TensorSnapshot) -> str | None:
