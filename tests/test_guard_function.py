@@ -144,3 +144,12 @@ def test_distinct_links_merge_into_groups_in_first_seen_order():
     groups = _connected([(b, a), (d, c), (f, e), (c, (a_again := LocalSource("a")), b)])
     assert groups == [[b, a, d, c], [f, e]]
     assert groups[0][1] is a and a_again == a  # the first source of a text stands for it
+
+
+def test_distinct_links_that_extend_the_previous_one_join_its_group():
+    """``m1 vs (m0,)``, ``m2 vs (m0, m1)``...: each link's others start with the previous
+    link's sources, which stand in for them by one of theirs."""
+    a, b, c, d, e, x = (LocalSource(n) for n in "abcdex")
+    edges = [(b, a), (c, a, b), (d, a, b, c), (e, x), (x, e, a)]
+    assert _connected(edges) == [[b, a, c, d, e, x]]
+    assert _connected(edges[:4]) == [[b, a, c, d], [e, x]]
