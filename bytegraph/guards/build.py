@@ -33,7 +33,7 @@ from bytegraph.dropped_values import closes_quietly
 from bytegraph.guards import cheaper_forms
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
-from bytegraph.guards.shared_reads import READ, SharedReads, read_marker
+from bytegraph.guards.shared_reads import READ, SharedReads, Templates, read_marker
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
     ClosureCellSource,
@@ -67,7 +67,7 @@ class GuardFunctionBuilder:
         # cheaper_forms.py; the plain form keeps the readable ones for reports.
         self.fast = share_reads
         self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
-        self._cached_templates: dict[tuple[Any, ...], list[str]] = {}
+        self._cached_templates: dict[tuple[Any, ...], Templates] = {}
         self._reads = SharedReads(self._types)
 
     def ref(self, source: Source) -> str:
@@ -101,7 +101,7 @@ class GuardFunctionBuilder:
             return
         templates = self._templates(guard)
         plain = guard.source.expr()
-        keys = [t.replace(READ, plain) for t in templates]  # what makes two checks the same
+        keys = [t.replace(READ, plain) for t in templates.texts]  # what makes two the same
         if self._seen.issuperset(keys):
             return  # every check of this guard is already made (e.g. type(x) twice)
         self._seen.update(keys)
@@ -124,7 +124,7 @@ class GuardFunctionBuilder:
             keys = self._expressions(guard, lambda: self.ref(guard.source))
         self.parts.extend(keys)
 
-    def _templates(self, guard: Guard) -> list[str]:
+    def _templates(self, guard: Guard) -> Templates:
         """The guard's expressions with ``READ`` where they read its source, made once per
         kind and expected value: a model's modules share their few (``not m._forward_hooks``,
         ``type(m) is Linear``), its parameters their snapshots."""
@@ -134,10 +134,11 @@ class GuardFunctionBuilder:
         elif kind in _BY_EXPECTED_OBJECT:  # the text depends on that object alone
             key = (id(kind), id(expected))
         else:
-            return self._expressions(guard, read_marker)
+            return Templates.of(self._expressions(guard, read_marker))
         templates = self._cached_templates.get(key)
         if templates is None:
-            templates = self._cached_templates[key] = self._expressions(guard, read_marker)
+            templates = Templates.of(self._expressions(guard, read_marker))
+            self._cached_templates[key] = templates
         return templates
 
     def body(self) -> str:

@@ -55,7 +55,7 @@ _CPU = torch.device("cpu")
 _UNCHECKED = object()
 _Module = torch.nn.Module
 # What nn.Module.__init__ stores in every module's instance dict: hook dicts, _parameters...
-_MODULE_OWN = frozenset(vars(_Module()))
+MODULE_OWN = frozenset(vars(_Module()))
 
 
 def device_check(read: str, snap: TensorSnapshot) -> str | None:
@@ -106,7 +106,7 @@ def implied_class_check(guard: Guard, checked_types: dict[Source, Any]) -> bool:
 def reads_instance_dict(cls: Any, attr: str) -> bool:
     """Whether ``m.attr`` is ``m.__dict__[attr]`` (or raises) for every instance ``m`` of
     ``cls`` (None: a class not known)."""
-    if not isinstance(cls, type) or attr not in _MODULE_OWN or not issubclass(cls, _Module):
+    if not isinstance(cls, type) or attr not in MODULE_OWN or not issubclass(cls, _Module):
         return False
     instance_dict = _owner(cls, "__dict__")
     return (

@@ -29,7 +29,7 @@ where the template had ``READ``, whatever surrounds it.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from bytegraph.guards import cheaper_forms
 from bytegraph.guards.sources import AttrSource, LocalSource, Source
@@ -44,6 +44,19 @@ _STORES = re.compile(r"(___s\d+)\x01")
 def read_marker() -> str:
     """The ``e()`` that writes templates (``GuardFunctionBuilder._expressions``)."""
     return READ
+
+
+class Templates(NamedTuple):
+    """A guard's conditions with ``READ`` where they read its source."""
+
+    texts: list[str]
+    first: int  # the index of the first text that reads the source; -1: none does
+    again: bool  # whether they read it more than once
+
+    @staticmethod
+    def of(texts: list[str]) -> Templates:
+        first = next((i for i, t in enumerate(texts) if READ in t), -1)
+        return Templates(texts, first, sum(t.count(READ) for t in texts) > 1)
 
 
 class SharedReads:
@@ -66,28 +79,27 @@ class SharedReads:
             return plain
         return self._first_read(source, plain)
 
-    def place(self, templates: list[str], source: Source, plain: str, keys: list[str]) -> list[str]:
+    def place(self, templates: Templates, source: Source, plain: str, keys: list[str]) -> list[str]:
         """``templates`` with their reads of ``source`` put in; ``keys`` are the templates
         with ``plain``, the source's own text, put in."""
+        texts, first, again = templates
         name = self._locals.get(plain)
         if name is not None:  # read by an earlier condition
             self._reused.add(name)
-            return [t.replace(READ, name) for t in templates]
-        first = next((i for i, t in enumerate(templates) if READ in t), None)
-        if first is None or isinstance(source, LocalSource):
+            return [t.replace(READ, name) for t in texts]
+        if first < 0 or isinstance(source, LocalSource):
             return keys  # no read to store (a local; a global that must stay undefined)
-        text = templates[first]
         read = self._first_read(source, plain)
         name = self._locals[plain]
+        text = texts[first]
         at = text.index(READ)
         if text[at - 1:at] == "(" and text[at + 1:at + 2] == ")":
             read = read[1:-1]  # f(x := y): a call's only argument needs no parentheses
-        rest = text[at + 1:]
-        placed = [*keys[:first], text[:at] + read + rest.replace(READ, name)]
-        placed += [t.replace(READ, name) for t in templates[first + 1:]]
-        if READ in rest or any(READ in t for t in templates[first + 1:]):
-            self._reused.add(name)
-        return placed
+        placed = [*keys[:first], text[:at] + read + text[at + 1:].replace(READ, name)]
+        if not again:
+            return placed + texts[first + 1:]
+        self._reused.add(name)
+        return placed + [t.replace(READ, name) for t in texts[first + 1:]]
 
     def resolved(self, text: str) -> str:
         """``text`` with each first read stored in its local where the local is read
@@ -115,6 +127,8 @@ class SharedReads:
         return f"({name}{STORE}{text})"
 
     def _reads_instance_dict(self, base: Source, attr: str) -> bool:
+        if attr not in cheaper_forms.MODULE_OWN:  # most attributes: no lookup of base
+            return False
         cls = self._types.get(base)
         if cls is None:
             return False
