@@ -43,6 +43,7 @@ def _every_kind() -> list[Guard]:
         Guard(GuardKind.EMPTY, AttrSource(Z, "hooks")),
         Guard(GuardKind.KEY_ABSENT, AttrSource(Z, "__dict__"), "forward"),
         Guard(GuardKind.GLOBAL_ABSENT, GlobalSource("not_a_global_anywhere")),
+        Guard(GuardKind.CLOSES_QUIETLY, AttrSource(Z, "items")),
         # The ShapeEnv's text, which may hold ``or``: a condition of lower precedence.
         Guard(GuardKind.SHAPE, X, "x.size()[0] == 3 or x.size()[0] == 5"),
     ]
@@ -59,6 +60,7 @@ class Holder:
 def test_each_part_joins_with_and_as_it_reads_alone():
     """The fast form's body is the parts joined by ``and`` without parentheses: each one
     must be one operand of that ``and``, parsed as it parses alone."""
+    assert {guard.kind for guard in _every_kind()} == set(GuardKind)  # a new kind: add it
     fast = _built(GuardFunctionBuilder(share_reads=True), _every_kind(), False)
     joined = ast.parse(fast.body(), mode="eval").body
     assert isinstance(joined, ast.BoolOp) and isinstance(joined.op, ast.And)

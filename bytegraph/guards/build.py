@@ -162,7 +162,9 @@ class GuardFunctionBuilder:
 
     def _expressions(self, guard: Guard, e: Callable[[], str]) -> list[str]:
         """The guard's expressions; ``e()`` is the text that reads its source, called once
-        per use (only the first use may store the read)."""
+        per use (only the first use may store the read). Each must join with ``and`` as it
+        stands (``body``): a comparison, a ``not``, a call or an attribute; anything of
+        lower precedence (``or``, ``if``, ``lambda``) goes in parentheses."""
         kind, expected = guard.kind, guard.expected
         if kind is GuardKind.TENSOR_MATCH:
             return self._tensor(e, expected)
