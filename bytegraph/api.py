@@ -56,6 +56,7 @@ from bytegraph.torch_markers import (
     innermost,
     recompile_error,
 )
+from bytegraph.translate import stage_times
 from bytegraph.translate.convert import bind_arguments, convert_frame
 from bytegraph.translate.resume import FrameContext
 
@@ -163,10 +164,14 @@ class CompiledFunction:
         try:
             events.COMPILE_STARTED.publish(self, self.fn, args, kwargs, changes)
             try:
-                entry = convert_frame(
-                    self.context, frame_values, self.backend, self.fullgraph, dynamic
+                with stage_times.recording() as stages:
+                    entry = convert_frame(
+                        self.context, frame_values, self.backend, self.fullgraph, dynamic
+                    )
+                entry = dataclasses.replace(
+                    entry, compile_seconds=time.perf_counter() - started,
+                    stage_seconds=stage_times.ordered(stages),
                 )
-                entry = dataclasses.replace(entry, compile_seconds=time.perf_counter() - started)
                 events.FRAME_COMPILED.publish(self, self.fn, entry, len(self.entries) + 1)
             except BaseException as error:
                 events.COMPILE_FAILED.publish(self, self.fn, error)

@@ -255,3 +255,50 @@ def test_explain_runs_the_function_once_per_call(capsys) -> None:
     report(torch.randn(2))
     report(torch.randn(2))
     assert capsys.readouterr().out.count("one break") == 2
+
+
+# --- compile time by stage ----------------------------------------------------------------
+
+
+def _slow_backend(gm, example_inputs):
+    time.sleep(0.02)
+    return gm.forward
+
+
+def test_each_entry_says_where_its_compile_time_went() -> None:
+    """Stages in pipeline order, none longer than the compile; the backend's sleep lands in
+    the backend stage, and a break's two entries have their own stages."""
+    out = bytegraph.explain(one_break, backend=_slow_backend)(torch.randn(3))
+    assert len(out.entries) == 2
+    for entry in out.entries:
+        stages = dict(entry.stage_seconds)
+        assert list(stages) == ["translate", "graph", "backend", "codegen", "guards"]
+        assert all(seconds >= 0 for seconds in stages.values())
+        assert sum(stages.values()) <= entry.compile_seconds
+        assert stages["backend"] >= 0.02
+    totals = out.stage_seconds
+    assert totals["backend"] == sum(dict(e.stage_seconds)["backend"] for e in out.entries)
+    assert "Trace time by stage: translate " in str(out)
+
+
+def test_an_entry_without_a_graph_has_no_graph_stages() -> None:
+    def no_ops(x):
+        return x
+
+    out = bytegraph.explain(no_ops)(torch.randn(3))
+    assert [stage for stage, _ in out.entries[0].stage_seconds] == ["translate", "guards"]
+
+
+def test_stage_times_nest_and_stay_out_of_plain_calls() -> None:
+    from bytegraph.translate import stage_times
+
+    with stage_times.timed("translate"):  # no compile recorded: nothing kept, no error
+        pass
+    with stage_times.recording() as outer:
+        with stage_times.recording() as inner, stage_times.timed("graph"):
+            pass
+        with stage_times.timed("guards"):
+            pass
+    assert list(inner) == ["graph"] and list(outer) == ["guards"]
+    assert stage_times.ordered({"guards": 1.0, "translate": 2.0}) == (
+        ("translate", 2.0), ("guards", 1.0))

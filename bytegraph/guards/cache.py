@@ -26,6 +26,8 @@ class CacheEntry:
     graphs: tuple[torch.fx.GraphModule, ...] = ()
     breaks: tuple[Exception, ...] = ()
     compile_seconds: float = 0.0  # tracing, backend and codegen of this entry
+    # Seconds per stage of that compile, in pipeline order (translate/stage_times.py).
+    stage_seconds: tuple[tuple[str, float], ...] = ()
     # The sizes of the graph's tensor inputs by source (``cache.layers[0].keys``
     # included): automatic dynamic shapes compare them with a later call's.
     tensor_inputs: tuple[tuple[Any, tuple[int, ...]], ...] = ()

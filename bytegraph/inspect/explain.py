@@ -89,6 +89,9 @@ class EntryReport:
     graphs: tuple[int, ...]  # indices into ExplainOutput.graphs
     break_index: int | None  # index into ExplainOutput.breaks
     compile_seconds: float
+    # Seconds per stage of that compile: translate, graph, backend, codegen, guards
+    # (translate/stage_times.py); the rest of compile_seconds is setting the trace up.
+    stage_seconds: tuple[tuple[str, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,15 @@ class ExplainOutput:
         ]
         return "bytegraph compilation metrics:\n" + "\n".join(rows)
 
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds per compile stage, summed over every entry (translate/stage_times.py)."""
+        totals: dict[str, float] = {}
+        for entry in self.entries:
+            for stage, seconds in entry.stage_seconds:
+                totals[stage] = totals.get(stage, 0.0) + seconds
+        return totals
+
     def graph_owner(self, index: int) -> EntryReport | None:
         """The entry whose code calls graph ``index``."""
         return next((e for e in self.entries if index in e.graphs), None)
@@ -153,6 +165,9 @@ class ExplainOutput:
             f"Trace time: {self.trace_seconds * 1e3:.1f} ms "
             f"(of which backend: {self.backend_seconds * 1e3:.1f} ms)",
         ]
+        if self.stage_seconds:
+            stages = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in self.stage_seconds.items())
+            lines.append(f"Trace time by stage: {stages} ms")
         for i, report in enumerate(self.graph_reports):
             lines.append(f"Graph {i}: {len(report.ops)} ops: {', '.join(report.ops)}")
         if self.breaks:
@@ -255,6 +270,7 @@ def _entry_report(
         graphs=tuple(graph_index[id(g)] for g in entry.graphs if id(g) in graph_index),
         break_index=break_index,
         compile_seconds=entry.compile_seconds,
+        stage_seconds=entry.stage_seconds,
     )
 
 

@@ -42,6 +42,7 @@ from bytegraph.translate.resume import (
     received_cells,
 )
 from bytegraph.translate.routing import routed_code
+from bytegraph.translate.stage_times import timed
 from bytegraph.translate.translator import InstructionTranslator
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.ctx import preserve_global_state
@@ -223,7 +224,7 @@ def _log_break(fn: types.FunctionType, reason: Unsupported, refused: Unsupported
 def _run(tx: InstructionTranslator) -> None:
     """Run the trace; the real grad mode it switched is put back however it ends."""
     refuse_entry_under_modes()
-    with preserve_global_state():
+    with preserve_global_state(), timed("translate"):
         tx.run()
         refuse_abandoned_generators(tx.output)
     refuse_open_modes(tx, "a break" if tx.break_plan is not None else "a return")
@@ -280,7 +281,8 @@ def _compile(
             output.guard_tensor_inputs_distinct()
         tensors = reachable_tensors(roots + output.collective_results, output.side_effects)
         outputs = [t for t in tensors if t.source is None]
-        gm, inputs = output.finish_graph([t.node for t in outputs])
+        with timed("graph"):
+            gm, inputs = output.finish_graph([t.node for t in outputs])
         check_dropped_outputs(gm)
         pending = _PendingGraph()
     on_error = None
@@ -304,16 +306,19 @@ def _compile(
             )
     # The code first: if a live value cannot be rebuilt (Unsupported), the graph is
     # dropped before any backend saw it, so every graph a backend gets is one that runs.
-    code = transformed_code(
-        fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
-        output.side_effects, tail, on_error,
-    )
+    with timed("codegen"):
+        code = transformed_code(
+            fn.__code__, pending, inputs, {t.node: i for i, t in enumerate(outputs)},
+            output.side_effects, tail, on_error,
+        )
     if gm is not None:
         if logs.enabled("graph_code"):
             logs.get_logger("graph_code").info(
                 "graph of %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False)
             )
-        compiled = keep_leaf_flags(_call_backend(backend, gm, inputs, output.shapes), outputs)
+        with timed("backend"):
+            compiled = _call_backend(backend, gm, inputs, output.shapes)
+        compiled = keep_leaf_flags(compiled, outputs)
         code = code.replace(co_consts=tuple(
             compiled if const is pending else const for const in code.co_consts
         ))
@@ -373,7 +378,10 @@ def _entry(
 ) -> CacheEntry:
     if output.shapes is not None:
         output.shapes.add_guards(output)
-    guard = build_guard_function(list(output.guards.values()), fn, output.uses_default_device)
+    with timed("guards"):
+        guard = build_guard_function(
+            list(output.guards.values()), fn, output.uses_default_device
+        )
     if logs.enabled("guards"):
         logs.get_logger("guards").info("guards of %s:\n%s", fn.__qualname__, guard)
     tensor_inputs = tuple(
