@@ -5,7 +5,8 @@ adds nothing and only capture and call overhead are compared):
 
 - trace: the time of the first call after a reset (translate, guards,
   backend, codegen, run once); the median of ``--repeats`` resets, the two
-  systems alternating which goes first.
+  systems alternating which goes first. bytegraph's is also split by stage
+  (its cache entries' ``stage_seconds``, translate/stage_times.py).
 - overhead: compiled call time minus plain eager call time on a cache hit,
   each the best per-call time of several timeit-style repeats.
 - per call: the compiled call time itself, bytegraph's over torch.compile's, and
@@ -48,6 +49,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402, N812 (the universal alias)
 
 import bytegraph  # noqa: E402
+import bytegraph.guards.cache  # noqa: E402
+from bytegraph.translate import stage_times  # noqa: E402
+from bytegraph.translate.stage_times import STAGES as STAGE_NAMES  # noqa: E402
 
 # The programs. Straight-line on purpose: weights are arguments.
 
@@ -189,8 +193,11 @@ SYSTEMS = {
 CLOCK: list[Callable[[], float]] = [time.perf_counter]
 
 
-def time_first_call(system: System, program: Program, args: tuple) -> float:
-    """Seconds for compile() + the first call (the trace), after a reset."""
+def time_first_call(
+    system: System, program: Program, args: tuple
+) -> tuple[float, dict[str, float]]:
+    """Seconds for compile() + the first call (the trace), after a reset; and bytegraph's
+    seconds per stage of that compile (its entries' ``stage_seconds``, wall clock)."""
     system.reset()
     fn = own_copy(program.fn)  # copying the module is neither system's work
     gc.collect()
@@ -199,20 +206,31 @@ def time_first_call(system: System, program: Program, args: tuple) -> float:
         start = CLOCK[0]()
         compiled = system.compile(fn, backend="eager")
         compiled(*args)
-        return CLOCK[0]() - start
+        seconds = CLOCK[0]() - start
     finally:
         gc.enable()
+    stages: dict[str, float] = {}
+    for entry in getattr(getattr(compiled, "_compiled_forward", compiled), "entries", ()):
+        if isinstance(entry, bytegraph.guards.cache.CacheEntry):
+            for stage, spent in entry.stage_seconds:
+                stages[stage] = stages.get(stage, 0.0) + spent
+    return seconds, stages
 
 
-def median_trace_times(program: Program, args: tuple, repeats: int) -> dict[str, float]:
-    """Median first-call time per system; the systems alternate going first."""
-    samples: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+def median_trace_times(
+    program: Program, args: tuple, repeats: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median first-call time per system (the systems alternate going first), and the
+    stages of bytegraph's median run."""
+    samples: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in SYSTEMS}
     order = list(SYSTEMS)
     for _ in range(repeats):
         for name in order:
             samples[name].append(time_first_call(SYSTEMS[name], program, args))
         order.reverse()
-    return {name: statistics.median(times) for name, times in samples.items()}
+    medians = {name: sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+               for name, runs in samples.items()}
+    return {name: run[0] for name, run in medians.items()}, medians["bytegraph"][1]
 
 
 def per_call_times(fns: dict[str, Callable[..., Any]], args: tuple) -> dict[str, float]:
@@ -291,12 +309,13 @@ class Row:
     call: dict[str, float] = dataclasses.field(default_factory=dict)
     guard: float = 0.0
     inductor_call: dict[str, float] = dataclasses.field(default_factory=dict)
+    stages: dict[str, float] = dataclasses.field(default_factory=dict)  # bytegraph's trace
 
 
 def measure(program: Program, repeats: int, inductor: bool) -> Row:
     torch.manual_seed(0)
     args = program.make_args()
-    trace = median_trace_times(program, args, repeats)
+    trace, stages = median_trace_times(program, args, repeats)
     compiled = {name: system.fresh(program.fn, "eager") for name, system in SYSTEMS.items()}
     for name, fn in compiled.items():
         check_same(program, args, fn, name)
@@ -306,7 +325,8 @@ def measure(program: Program, repeats: int, inductor: bool) -> Row:
     guard_time = times.pop("guard")
     overhead = {name: t - eager_call for name, t in times.items()}
     graphs = bytegraph_graph_count(compiled["bytegraph"])
-    row = Row(program.name, trace, eager_call, overhead, graphs, dict(times), guard_time)
+    row = Row(program.name, trace, eager_call, overhead, graphs, dict(times), guard_time,
+              stages=stages)
     if inductor:
         for name, system in SYSTEMS.items():
             compiled[name] = system.fresh(program.fn, "inductor")
@@ -366,6 +386,16 @@ def report(rows: list[Row], repeats: int) -> None:
             for r in rows
         ],
     )
+    print(f"{bg}'s trace by stage (its median run): 'rest' is binding the "
+          "arguments, setting the trace up and the first call")
+    print_table(
+        ["program", "trace", *STAGE_NAMES, "rest"],
+        [
+            [r.program, ms(r.trace[bg]), *(ms(r.stages.get(s, 0.0)) for s in STAGE_NAMES),
+             ms(r.trace[bg] - sum(r.stages.values()))]
+            for r in rows
+        ],
+    )
     print("Cache-hit overhead per call = compiled call - eager call, backend='eager'; best of 7")
     print_table(
         ["program", "eager call", bg, tc, "ratio"],
@@ -419,7 +449,7 @@ def main() -> None:
     bytegraph.config.reuse_fragments = not opts.no_reuse
     torch.set_num_threads(opts.threads)
     if opts.cpu_time:
-        CLOCK[0] = time.thread_time
+        CLOCK[0] = stage_times.CLOCK[0] = time.thread_time
     print(
         f"torch {torch.__version__}, Python {platform.python_version()}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}, "
