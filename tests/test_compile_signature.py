@@ -518,3 +518,34 @@ def test_explain_a_function_the_script_compiles_itself(
     out, err = capsys.readouterr()
     assert (status, err) == (0, "")
     assert "Graph count: 1\n" in out and "Graph break count: 0\n" in out
+
+
+def _p0(): ...
+def _p1(a): ...
+def _p2(a, b=2): ...
+def _p3(a, b=2, c=3): ...
+def _p4(a, /, b, c=(1,)): ...
+def _p5(a, *rest): ...
+def _p6(a, *, k=1): ...
+def _p7(a, **kw): ...
+def _p8(a=None, b=None): ...
+
+
+@pytest.mark.parametrize("count", range(5))
+@pytest.mark.parametrize("fn", [_p0, _p1, _p2, _p3, _p4, _p5, _p6, _p7, _p8],
+                         ids=lambda f: f.__name__)
+def test_positional_binding_is_inspects(fn, count) -> None:
+    """bind_arguments' fast path for positional calls binds as inspect.signature does: the
+    same locals in the same order, TypeError where inspect raises it."""
+    from bytegraph.translate.convert import bind_arguments
+
+    args = tuple(range(count))
+    try:
+        bound = inspect.signature(fn).bind(*args)
+        bound.apply_defaults()
+        want = list(bound.arguments.items())
+    except TypeError:
+        with pytest.raises(TypeError):
+            bind_arguments(fn, args, {})
+        return
+    assert list(bind_arguments(fn, args, {}).items()) == want
