@@ -104,6 +104,10 @@ class SideEffects:
         # log as (table, key, name, entry found or NOTHING, value returned), and every
         # write as ("write", table, key, name, None). None: nobody listens.
         self.reads: list[tuple[Any, ...]] | None = None
+        # Class-attribute lookups of this trace (variables/user_defined.py), each with the
+        # reads of this log it made; emptied by every attribute write, undo, or class
+        # newly tracked, the only changes of what such a lookup finds within a trace.
+        self.class_lookups: dict[Any, Any] = {}
 
     def release(self) -> None:
         """The trace is over: let go of the frame's objects it tracked. A VT holds its
@@ -115,6 +119,7 @@ class SideEffects:
             table.clear()
         self._order.clear()
         self.keepalive.clear()
+        self.class_lookups.clear()
 
     def log_length(self) -> int:
         """How many objects, globals and calls the log holds (it only grows)."""
@@ -150,6 +155,8 @@ class SideEffects:
         """Make ``vt`` the one VT of ``value``; the earlier VTs of objects of its type."""
         self._existing[id(value)] = vt
         self.keepalive.append(value)
+        if isinstance(value, type):
+            self.class_lookups.clear()
         same_type = self._existing_by_type.setdefault(type(value), [])
         earlier = list(same_type)
         same_type.append(vt)
@@ -160,6 +167,7 @@ class SideEffects:
         statement, variables/made_classes.py): looking ``value`` up finds ``vt``."""
         self._existing[id(value)] = vt
         self.keepalive.append(value)
+        self.class_lookups.clear()
 
     # -- scopes of nested higher-order ops -------------------------------------
     @contextlib.contextmanager
@@ -188,6 +196,7 @@ class SideEffects:
                 f"mutation of {vt}, created outside the higher-order op being traced: "
                 f"attribute {name!r} set in the body and not set back before it ends",
             )
+        self.class_lookups.clear()
         for vt, name, before in stores.before.values():
             attrs = self._attrs[_Key(vt)]
             if before is ABSENT:
@@ -283,6 +292,7 @@ class SideEffects:
 
     def store_attr(self, vt: VariableTracker, name: str, value: Any) -> None:
         key = _Key(vt)
+        self.class_lookups.clear()
         self._check_replaced_attr(vt, name)
         self._note_write("attrs", key, name)
         if self._outside_body(vt):  # allowed if the body undoes it (body_stores.py)
@@ -315,6 +325,7 @@ class SideEffects:
     def forget_attr(self, vt: VariableTracker, name: str) -> None:
         """Drop the pending store of ``vt.name``: the real object is left as it was."""
         self.check_allowed_side_effect(vt)
+        self.class_lookups.clear()
         self._note_write("attrs", _Key(vt), name)
         self._attrs.get(_Key(vt), {}).pop(name, None)
 

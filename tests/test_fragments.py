@@ -58,6 +58,13 @@ class GlobalBlock(Block):
         return x + self.fc(x) * SCALE
 
 
+class ScaledBlock(Block):
+    scale = 1.0  # a class attribute: ClassAttributeStack sets it before each block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(self.norm(x)) * self.scale
+
+
 class Stack(nn.Module):
     def __init__(self, blocks: list[nn.Module]) -> None:
         super().__init__()
@@ -86,6 +93,15 @@ class GlobalStack(Stack):
         for i, block in enumerate(self.blocks):
             SCALE = 1.0 + i  # the global each block reads changes between blocks
             x = block(x)
+        return x
+
+
+class ClassAttributeStack(Stack):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        for i, block in enumerate(self.blocks):
+            ScaledBlock.scale = 2.0 + i  # a class-level store the block's forward reads
+            x = block(x * block.scale)  # its lookup of ``scale`` is then made a second time
         return x
 
 
@@ -253,6 +269,26 @@ def test_a_global_read_by_identical_blocks(counting_backend) -> None:
     SCALE = 5.0  # the guard on the global sees it: a new trace, the right result
     torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
     SCALE = 1.0
+
+
+def test_a_class_attribute_that_changes_between_blocks(counting_backend) -> None:
+    # The blocks' class-level ``scale`` changes before each block; each block's lookup of
+    # it is a read of the trace's log (also when an earlier lookup is remembered,
+    # variables/user_defined.py), so no block is a copy of the one before.
+    torch.manual_seed(0)
+    model = ClassAttributeStack([ScaledBlock() for _ in range(3)]).eval()
+    x = torch.randn(2, 8)
+    fragments.REUSED.clear()
+    try:
+        got = bytegraph.compile(copy.deepcopy(model), backend=counting_backend)(x)
+        assert ScaledBlock.scale == 4.0
+        ScaledBlock.scale = 1.0
+        torch.testing.assert_close(got, model(x), rtol=0, atol=0)
+        assert ScaledBlock.scale == 4.0
+    finally:
+        ScaledBlock.scale = 1.0
+    assert "ScaledBlock.forward" not in fragments.REUSED
+    assert len(counting_backend.graphs) == 1
 
 
 def test_blocks_sharing_a_submodule(counting_backend) -> None:

@@ -22,7 +22,7 @@ import torch.fx
 from bytegraph.graph.metadata import base_of
 from bytegraph.graph.shapes import ShapeSession
 from bytegraph.graph.subgraphs import SubgraphTracer, storage_id
-from bytegraph.guards.guard import Guard, GuardKind
+from bytegraph.guards.guard import Guard, GuardKind, guard_key
 from bytegraph.guards.sources import Source
 from bytegraph.random_draws import RandomValueSource
 from bytegraph.side_effects import SideEffects
@@ -118,8 +118,11 @@ class OutputGraph:
             self.tracer = tracer.parent
 
     def add_guard(self, kind: GuardKind, source: Source, expected: Any = None) -> None:
-        guard = Guard(kind, source, expected)
-        if self.guards.setdefault(guard.key, guard) is guard and self.on_new_guard is not None:
+        key = guard_key(kind, source, expected)
+        if key in self.guards:  # the first one is kept (most guards are installed again)
+            return
+        guard = self.guards[key] = Guard(kind, source, expected)
+        if self.on_new_guard is not None:
             self.on_new_guard(guard)
 
     def add_input(
@@ -221,11 +224,16 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return found
 
 
+_MEMBER_READ = re.compile(r"\._(?:parameters|buffers|modules)\['([^']*)'\]")
+_NOT_WORD = re.compile(r"\W+")
+
+
 def _placeholder_name(source: Source) -> str:
     """A readable identifier: ``x``, ``G_weight``, ``self_fc1_weight``."""
     text = source.expr().replace("___G[", "G_").replace("___B[", "B_")
-    text = re.sub(r"\._(?:parameters|buffers|modules)\['([^']*)'\]", r".\1", text)
-    return re.sub(r"\W+", "_", text).strip("_") or "input"
+    if "._" in text:
+        text = _MEMBER_READ.sub(r".\1", text)
+    return _NOT_WORD.sub("_", text).strip("_") or "input"
 
 
 def reachable_tensors(roots: list[Any], side_effects: SideEffects) -> list[Any]:

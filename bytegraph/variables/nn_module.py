@@ -87,6 +87,10 @@ def has_hooks(module: nn.Module, skip: str | None = None) -> bool:
     return any(getattr(module, name, None) for name in _HOOK_DICTS if name != skip)
 
 
+# Made once: a source's hash and text are computed once per object (guards/sources.py).
+_GLOBAL_HOOK_SOURCES = tuple((name, TorchModuleGlobalSource(name)) for name in _GLOBAL_HOOKS)
+
+
 def _identifier(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
@@ -252,9 +256,9 @@ class NNModuleVariable(UserDefinedObjectVariable):
         for name in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
             if skip is not None:
                 add_guard(GuardKind.EMPTY, AttrSource(self.source, name))
-        for name in _GLOBAL_HOOKS:
+        for name, source in _GLOBAL_HOOK_SOURCES:
             # torch registers global hooks into these very dicts: check the objects.
-            add_guard(GuardKind.EMPTY, TorchModuleGlobalSource(name), getattr(module_module, name))
+            add_guard(GuardKind.EMPTY, source, getattr(module_module, name))
 
     # -- containers -----------------------------------------------------------
     def _container_kind(self) -> type | None:

@@ -100,7 +100,36 @@ class Found:
 def lookup_class_attr(
     tx: Tx, cls: type, cls_source: Source | None, name: str, start: int = 0
 ) -> Found | None:
-    """``name`` along ``cls``'s MRO (from ``start``), seeing class-level stores of the trace."""
+    """``name`` along ``cls``'s MRO (from ``start``), seeing class-level stores of the trace.
+
+    Memoized per trace (an nn.Module call looks up ``forward``, ``__getattr__`` and
+    each member name along its class's MRO): the log empties the memo whenever what a
+    lookup finds could change (the classes' real dicts do not change while tracing),
+    and a hit makes the log reads the lookup made again
+    (a call recorded for reuse, translate/fragments.py, compares them).
+    """
+    side_effects = tx.output.side_effects
+    key = (cls, cls_source, name, start)
+    memo = side_effects.class_lookups.get(key)
+    if memo is None:
+        reads, side_effects.reads = side_effects.reads, []
+        try:
+            found = _lookup_class_attr(tx, cls, cls_source, name, start)
+        finally:
+            made, side_effects.reads = side_effects.reads, reads
+            if reads is not None:
+                reads.extend(made)
+        side_effects.class_lookups[key] = found, tuple(made)
+        return found
+    found, made = memo
+    if side_effects.reads is not None:
+        side_effects.reads.extend(made)
+    return found
+
+
+def _lookup_class_attr(
+    tx: Tx, cls: type, cls_source: Source | None, name: str, start: int
+) -> Found | None:
     side_effects = tx.output.side_effects
     for index, klass in enumerate(cls.__mro__[start:], start):
         klass_vt = side_effects.existing(klass)
