@@ -22,7 +22,7 @@ import torch.fx
 from bytegraph.graph.metadata import base_of
 from bytegraph.graph.shapes import ShapeSession
 from bytegraph.graph.subgraphs import SubgraphTracer, storage_id
-from bytegraph.guards.guard import Guard, GuardKind, guard_key
+from bytegraph.guards.guard import KEYED_BY_EXPECTED, Guard, GuardKind
 from bytegraph.guards.sources import Source
 from bytegraph.random_draws import RandomValueSource
 from bytegraph.side_effects import SideEffects
@@ -45,6 +45,8 @@ class OutputGraph:
         self.inputs: list[GraphInput] = []
         self.guards: dict[tuple[GuardKind, Source], Guard] = {}
         self.source_to_var: dict[Source, Any] = {}
+        # The class VT of each object read through a source (variables/user_defined.py).
+        self.class_vts: dict[Source, Any] = {}
         self.tensor_by_id: dict[int, Any] = {}
         # Frame tensors used as dict keys or set elements, each guarded distinct from the
         # earlier ones (variables/object_keys.py), by source.
@@ -81,6 +83,7 @@ class OutputGraph:
         """The trace is over (its graphs compiled, its guards built): drop what it read
         from the frame, so those objects are freed when the caller lets go of them."""
         self.source_to_var.clear()
+        self.class_vts.clear()
         self.tensor_by_id.clear()
         self.keyed_tensors.clear()
         self._cells.clear()
@@ -118,8 +121,10 @@ class OutputGraph:
             self.tracer = tracer.parent
 
     def add_guard(self, kind: GuardKind, source: Source, expected: Any = None) -> None:
-        key = guard_key(kind, source, expected)
-        if key in self.guards:  # the first one is kept (most guards are installed again)
+        # guard_key's, inline: most guards are installed again (each nn.Module call guards
+        # its hooks and the names its instance lacks), and the first one is kept
+        key = (kind, source, expected) if kind in KEYED_BY_EXPECTED else (kind, source)
+        if key in self.guards:
             return
         guard = self.guards[key] = Guard(kind, source, expected)
         if self.on_new_guard is not None:

@@ -72,9 +72,11 @@ class Guard:
         return guard_key(self.kind, self.source, self.expected)
 
 
+# The kinds of which one source may have several guards, told apart by what they
+# expect: one per key or relation (a source may be told apart from several groups).
+KEYED_BY_EXPECTED = frozenset({GuardKind.KEY_ABSENT, GuardKind.SHAPE, GuardKind.DISTINCT})
+
+
 def guard_key(kind: GuardKind, source: Source, expected: Any) -> tuple[Any, ...]:
     """What tells guards apart: their kind and source, and for some kinds what they expect."""
-    if kind is GuardKind.KEY_ABSENT or kind is GuardKind.SHAPE or kind is GuardKind.DISTINCT:
-        # one per key or relation (a source may be told apart from several groups)
-        return kind, source, expected
-    return kind, source
+    return (kind, source, expected) if kind in KEYED_BY_EXPECTED else (kind, source)

@@ -404,9 +404,18 @@ class UserDefinedObjectVariable(VariableTracker):
 
         if self.cls_vt is not None:
             return self.cls_vt
-        if self.custom_getattribute:
-            return wrap(tx, self.cls, TypeSource(self.source))
-        return wrap(tx, self.cls, AttrSource(self.source, "__class__"))
+        # The VT wrap gives for the class's source is the trace's for good: remembered by
+        # the object's source (an nn.Module call looks its class up five times).
+        source = self.source
+        found = None if source is None else tx.output.class_vts.get(source)
+        if found is None:
+            if self.custom_getattribute:
+                found = wrap(tx, self.cls, TypeSource(source))
+            else:
+                found = wrap(tx, self.cls, AttrSource(source, "__class__"))
+            if source is not None:
+                tx.output.class_vts[source] = found
+        return found
 
     def class_source(self, tx: Tx) -> Source | None:
         cls_vt = self.class_vt(tx)
