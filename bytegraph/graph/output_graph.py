@@ -47,6 +47,8 @@ class OutputGraph:
         self.source_to_var: dict[Source, Any] = {}
         # The class VT of each object read through a source (variables/user_defined.py).
         self.class_vts: dict[Source, Any] = {}
+        # The source of each such object's ``__dict__`` (its absent names are guarded).
+        self.instance_dict_sources: dict[Source, Source] = {}
         self.tensor_by_id: dict[int, Any] = {}
         # Frame tensors used as dict keys or set elements, each guarded distinct from the
         # earlier ones (variables/object_keys.py), by source.
@@ -84,6 +86,7 @@ class OutputGraph:
         from the frame, so those objects are freed when the caller lets go of them."""
         self.source_to_var.clear()
         self.class_vts.clear()
+        self.instance_dict_sources.clear()
         self.tensor_by_id.clear()
         self.keyed_tensors.clear()
         self._cells.clear()

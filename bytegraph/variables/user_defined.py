@@ -447,9 +447,13 @@ class UserDefinedObjectVariable(VariableTracker):
             return
         instance_dict = _instance_dict(self.value)
         if instance_dict is not None:
-            source = self.attr_source("__dict__")
-            tx.output.add_guard(GuardKind.TYPE_MATCH, source, type(instance_dict))
-            tx.output.add_guard(GuardKind.KEY_ABSENT, source, name)
+            # one source per object and trace: an nn.Module call guards three names
+            output = tx.output
+            source = output.instance_dict_sources.get(self.source)
+            if source is None:
+                source = output.instance_dict_sources[self.source] = self.attr_source("__dict__")
+            output.add_guard(GuardKind.TYPE_MATCH, source, type(instance_dict))
+            output.add_guard(GuardKind.KEY_ABSENT, source, name)
 
     # -- reads ----------------------------------------------------------------
     def var_getattr(self, tx: Tx, name: str) -> VariableTracker:
