@@ -83,12 +83,80 @@ def _mentions(guard: Guard, roots: set[Source]) -> bool:
     return any(under(source, roots) for source in sources)
 
 
+class Rerooting:
+    """The sources under one call's roots, and how to build each again on other roots.
+
+    ``ref`` registers a value once (a source, a tuple of them, anything else) and
+    answers a reference to it; ``instantiate`` builds, for one later call, every
+    registered source re-rooted onto that call's roots, each prefix once, in one
+    pass over a flat plan (the recursive ``reroot_with`` walk and its table
+    lookups, made once per template instead of once per copy); ``resolve`` reads a
+    reference in that build. What it builds equals ``reroot_with``'s result.
+    """
+
+    def __init__(self, roots: tuple[Source, ...]) -> None:
+        self.roots = roots
+        self._index: dict[Source, int] = {root: i for i, root in enumerate(roots)}
+        # A rerooted source: (class, fields other than base, index of its base).
+        self._steps: list[tuple[type, dict[str, Any], int]] = []
+        self._refs: dict[Any, Any] = {}
+
+    def ref(self, value: Any) -> Any:
+        """(0, index) for a source under the roots, (1, value) for a value kept as it
+        is, (2, refs) for a tuple."""
+        if isinstance(value, tuple):
+            return (2, tuple(self.ref(item) for item in value))
+        if not isinstance(value, Source):
+            return (1, value)
+        found = self._refs.get(value)
+        if found is None:
+            index = self._source_index(value)
+            found = self._refs[value] = (1, value) if index is None else (0, index)
+        return found
+
+    def _source_index(self, source: Source) -> int | None:
+        index = self._index.get(source)
+        if index is not None or not isinstance(source, ChildSource):
+            return index
+        base = self._source_index(source.base)
+        if base is None:
+            return None
+        cls = type(source)
+        names = _INIT_FIELDS.get(cls)
+        if names is None:
+            names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        fields = {n: getattr(source, n) for n in names if n != "base"}
+        self._steps.append((cls, fields, base))
+        index = self._index[source] = len(self.roots) + len(self._steps) - 1
+        return index
+
+    def instantiate(self, roots: list[Source]) -> list[Source]:
+        """Every registered source under the roots, rebuilt on ``roots``."""
+        made = list(roots)
+        append = made.append
+        for cls, fields, base in self._steps:
+            append(cls(base=made[base], **fields))
+        return made
+
+
+def resolve(ref: Any, made: list[Source]) -> Any:
+    """The value ``ref`` (``Rerooting.ref``) stands for in the build ``made``."""
+    tag, what = ref
+    if tag == 0:
+        return made[what]
+    if tag == 1:
+        return what
+    return tuple(resolve(item, made) for item in what)
+
+
 @dataclasses.dataclass
 class Checker:
     """What a later call must satisfy, built at the first replay from the trace so far.
 
     ``guards``: every guard naming a source under the first call's roots (DISTINCT
-    ones aside), re-rooted onto ``___root<i>`` names and compiled into one expression.
+    ones aside), re-rooted onto ``___root<i>`` names and compiled into one expression;
+    ``installs``, the same guards as references of the template's ``Rerooting``
+    (kind, source, expected, whether the guard's key holds its expected value).
     ``objects``: the objects under the roots that the trace tracks (submodules, user
     objects), re-read through ``builder.wrap`` at each replay, in the first call's order,
     so that the aliasing checks and DISTINCT guards a plain read makes are made again.
@@ -97,10 +165,13 @@ class Checker:
     guards: list[Guard]
     code: Any
     constants: dict[str, Any]
-    objects: list[tuple[Source, Any, bool]]  # (source, compiled read, was an alias)
+    objects: list[tuple[Any, Any, bool]]  # (source's reference, compiled read, was an alias)
+    installs: list[tuple[GuardKind, Any, Any, bool]]
 
     @staticmethod
-    def build(output: OutputGraph, roots: tuple[NNModuleVariable, ...]) -> Checker:
+    def build(
+        output: OutputGraph, roots: tuple[NNModuleVariable, ...], rerooting: Rerooting
+    ) -> Checker:
         sources = {r.source for r in roots}
         table = dict(zip((r.source for r in roots), _root_names(len(roots)), strict=True))
         guards = []
@@ -127,18 +198,22 @@ class Checker:
             ):
                 expr = reroot_with(source, table).expr()
                 read = compile(expr, "<bytegraph fragment read>", "eval")
-                objects.append((source, read, vt.source != source))
-        return Checker(guards, code, constants, objects)
+                objects.append((rerooting.ref(source), read, vt.source != source))
+        installs = [
+            (g.kind, rerooting.ref(g.source), rerooting.ref(g.expected), len(g.key) == 3)
+            for g in guards
+        ]
+        return Checker(guards, code, constants, objects, installs)
 
     def holds(self, env: dict[str, Any], roots: list[Any]) -> bool:
         return bool(_evaluate_code(self.code, {**env, **self.constants}, roots))
 
-    def reread(self, tx: Tx, table: dict[Source, Source], env: dict, roots: list) -> None:
+    def reread(self, tx: Tx, made: list[Source], env: dict, roots: list) -> None:
         """Read the tracked objects under the new roots as a plain trace would."""
         from bytegraph.variables.builder import wrap
 
-        for source, read, was_alias in self.objects:
-            new_source = reroot_with(source, table)
+        for ref, read, was_alias in self.objects:
+            new_source = resolve(ref, made)
             try:
                 value = _evaluate_code(read, env, roots, raise_errors=True)
             except Exception as error:  # the read raised: no reuse
@@ -149,10 +224,16 @@ class Checker:
             if (vt.source != new_source) != was_alias:
                 raise Refused("objects told apart in the first call are one here")
 
-    def install(self, output: OutputGraph, table: dict[Source, Source]) -> None:
-        for guard in self.guards:
-            output.add_guard(guard.kind, reroot_with(guard.source, table),
-                             reroot_with(guard.expected, table))
+    def install(self, output: OutputGraph, made: list[Source]) -> None:
+        """``output.add_guard`` of each guard re-rooted, in the template's order; a guard
+        whose key is there already is not built (add_guard would keep the old one)."""
+        existing = output.guards
+        for kind, source_ref, expected_ref, keyed_by_expected in self.installs:
+            source = resolve(source_ref, made)
+            expected = resolve(expected_ref, made)
+            key = (kind, source, expected) if keyed_by_expected else (kind, source)
+            if key not in existing:
+                output.add_guard(kind, source, expected)
 
 
 def under(source: Any, roots: set[Source]) -> bool:

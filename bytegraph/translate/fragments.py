@@ -58,10 +58,11 @@ from bytegraph.side_effects import NOTHING
 from bytegraph.translate.fragment_guards import (
     Checker,
     Refused,
+    Rerooting,
     evaluate,
     frame_namespace,
     reroot_local,
-    reroot_with,
+    resolve,
     under,
 )
 from bytegraph.variables.constant import ConstantVariable
@@ -407,6 +408,8 @@ class _Template:
     sets_default_device: bool
     state: list[tuple[Any, ...]]  # the log's entries the call read, as it found them
     checker: Checker | None = None
+    rerooting: Rerooting | None = None  # made with the checker, at the first replay
+    inputs: dict[torch.fx.Node, Any] = dataclasses.field(default_factory=dict)  # refs
     dead: bool = False
     reads: dict[torch.fx.Node, Any] = dataclasses.field(default_factory=dict)  # compiled
 
@@ -414,9 +417,8 @@ class _Template:
         """The copied fragment's result, or None (inline instead) if a check fails."""
         if self.dead:
             return None
-        table = {r.source: n.source for r, n in zip(self.call.roots, call.roots, strict=True)}
         try:
-            mapping = self._check(tx, call, table)
+            mapping, made = self._check(tx, call)
         except Refused as why:
             STATS["refused"] += 1
             if logs.enabled("fragments", logging.DEBUG):
@@ -425,7 +427,7 @@ class _Template:
                 )
             return None
         result = self._copy(tx, call, mapping)
-        self.checker.install(tx.output, table)
+        self.checker.install(tx.output, made)
         STATS["reused"] += 1
         REUSED[self.call.key[0].co_qualname] += 1
         if logs.enabled("fragments"):
@@ -437,25 +439,32 @@ class _Template:
         return result
 
     def _check(
-        self, tx: Tx, call: Call, table: dict[Source, Source]
-    ) -> dict[torch.fx.Node, torch.fx.Node]:
-        """Every check of a replay; the new node of each node the fragment reads."""
+        self, tx: Tx, call: Call
+    ) -> tuple[dict[torch.fx.Node, torch.fx.Node], list[Source]]:
+        """Every check of a replay; the new node of each node the fragment reads, and the
+        sources under the roots rebuilt on the new call's (``Rerooting.instantiate``)."""
         if not all(_alive(n, tx.output.graph) for n in self.nodes):
             raise Refused("the fragment's nodes left the graph")
         if not self._same_state(tx.output, call):
             raise Refused("the state the call read changed")
         if self.checker is None:
             try:
-                self.checker = Checker.build(tx.output, self.call.roots)
+                self.rerooting = Rerooting(tuple(r.source for r in self.call.roots))
+                self.checker = Checker.build(tx.output, self.call.roots, self.rerooting)
+                self.inputs = {
+                    node: self.rerooting.ref(what)
+                    for node, (kind, what) in self.external.items() if kind == "input"
+                }
             except Refused:
                 self.dead = True
                 raise
+        made = self.rerooting.instantiate([r.source for r in call.roots])
         roots = [r.value for r in call.roots]
         env = frame_namespace(tx)
         if not self.checker.holds(env, roots):
             raise Refused("a guard fails on the new call's modules")
-        self.checker.reread(tx, table, env, roots)
-        return self._map_external(tx, call, table, env, roots)
+        self.checker.reread(tx, made, env, roots)
+        return self._map_external(tx, call, made, env, roots), made
 
     def _same_state(self, output: OutputGraph, call: Call) -> bool:
         """The log reads as the recorded call found it, with no change pending under the
@@ -474,8 +483,7 @@ class _Template:
         return not any(under(source, roots) for source in effects.pending_sources())
 
     def _map_external(
-        self, tx: Tx, call: Call, table: dict[Source, Source], env: dict[str, Any],
-        roots: list[Any],
+        self, tx: Tx, call: Call, made: list[Source], env: dict[str, Any], roots: list[Any],
     ) -> dict[torch.fx.Node, torch.fx.Node]:
         from bytegraph.variables.builder import wrap
 
@@ -484,7 +492,7 @@ class _Template:
             if kind == "arg":
                 mapping[node] = call.tensors[what].node
                 continue
-            source = reroot_with(what, table)
+            source = resolve(self.inputs[node], made)
             if source == what:
                 mapping[node] = node
                 continue
