@@ -318,3 +318,34 @@ def test_the_compiled_code_checks_each_block(counting_backend) -> None:
         m.blocks[3].use_shift = False
     torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
     assert counting_backend.calls == 2
+
+
+def _guards(model: nn.Module, reuse: bool, monkeypatch) -> set[tuple[str, str, str]]:
+    """The guards of the trace of a twin of ``model``: kind, source, expected value (an
+    ID_MATCH's id aside: the twin's objects are new)."""
+    from bytegraph.graph.output_graph import OutputGraph
+
+    outputs: list[OutputGraph] = []
+    init = OutputGraph.__init__
+
+    def recording_init(self: OutputGraph, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        outputs.append(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(OutputGraph, "__init__", recording_init)
+        patch.setattr(config, "reuse_fragments", reuse)
+        fragments.REUSED.clear()
+        bytegraph.compile(copy.deepcopy(model), backend="eager")(torch.randn(2, 8))
+    assert len(outputs) == 1 and bool(fragments.REUSED) == reuse
+    return {
+        (g.kind.value, g.source.expr(), "" if g.kind.value == "id_match" else repr(g.expected))
+        for g in outputs[0].guards.values()
+    }
+
+
+@pytest.mark.parametrize("make", [_stack, lambda: SharedStack().eval()], ids=["stack", "shared"])
+def test_the_copies_install_the_guards_plain_inlining_makes(make, monkeypatch) -> None:
+    torch.manual_seed(0)
+    model = make()
+    assert _guards(model, True, monkeypatch) == _guards(model, False, monkeypatch)
