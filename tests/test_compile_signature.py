@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 import torch
@@ -531,8 +532,16 @@ def _p7(a, **kw): ...
 def _p8(a=None, b=None): ...
 
 
+def _comprehension() -> types.FunctionType:
+    """A generator expression's frame (3.11's list comprehensions' too): one argument,
+    named ``.0`` (inspect: implicit0)."""
+    code = next(c for c in (lambda xs: (x for x in xs)).__code__.co_consts
+                if isinstance(c, types.CodeType))
+    return types.FunctionType(code, {})
+
+
 @pytest.mark.parametrize("count", range(5))
-@pytest.mark.parametrize("fn", [_p0, _p1, _p2, _p3, _p4, _p5, _p6, _p7, _p8],
+@pytest.mark.parametrize("fn", [_p0, _p1, _p2, _p3, _p4, _p5, _p6, _p7, _p8, _comprehension()],
                          ids=lambda f: f.__name__)
 def test_positional_binding_is_inspects(fn, count) -> None:
     """bind_arguments' fast path for positional calls binds as inspect.signature does: the

@@ -73,11 +73,13 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[st
     if not kwargs and not code.co_kwonlyargcount and not code.co_flags & _STAR_ARGS:
         # Positional arguments only (most calls): bound in order, the defaults fill the
         # rest, without building a Signature (about 50 us).
+        # A comprehension's ``.0`` is no identifier: inspect names it ``implicit0``.
+        names = code.co_varnames[:count]
         defaults = fn.__defaults__ or ()
         missing = count - len(args)
-        if 0 <= missing <= len(defaults):
+        if 0 <= missing <= len(defaults) and all(name.isidentifier() for name in names):
             values = (*args, *defaults[len(defaults) - missing:]) if missing else args
-            return dict(zip(code.co_varnames[:count], values))
+            return dict(zip(names, values))
     plain = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     plain.__kwdefaults__ = fn.__kwdefaults__
     bound = inspect.signature(plain, follow_wrapped=False).bind(*args, **kwargs)
