@@ -69,10 +69,14 @@ _INIT_FIELDS: dict[type, tuple[str, ...]] = {}
 def _with_base(source: ChildSource, base: Source) -> Source:
     """``source`` read from ``base`` instead (``dataclasses.replace``, without its cost)."""
     cls = type(source)
+    return cls(**{n: base if n == "base" else getattr(source, n) for n in _init_fields(cls)})
+
+
+def _init_fields(cls: type) -> tuple[str, ...]:
     names = _INIT_FIELDS.get(cls)
     if names is None:
         names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-    return cls(**{n: base if n == "base" else getattr(source, n) for n in names})
+    return names
 
 
 def _mentions(guard: Guard, roots: set[Source]) -> bool:
@@ -122,10 +126,7 @@ class Rerooting:
         if base is None:
             return None
         cls = type(source)
-        names = _INIT_FIELDS.get(cls)
-        if names is None:
-            names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-        fields = {n: getattr(source, n) for n in names if n != "base"}
+        fields = {n: getattr(source, n) for n in _init_fields(cls) if n != "base"}
         self._steps.append((cls, fields, base))
         index = self._index[source] = len(self.roots) + len(self._steps) - 1
         return index
@@ -156,7 +157,7 @@ class Checker:
     ``guards``: every guard naming a source under the first call's roots (DISTINCT
     ones aside), re-rooted onto ``___root<i>`` names and compiled into one expression;
     ``installs``, the same guards as references of the template's ``Rerooting``
-    (kind, source, expected, whether the guard's key holds its expected value).
+    (kind, source, expected).
     ``objects``: the objects under the roots that the trace tracks (submodules, user
     objects), re-read through ``builder.wrap`` at each replay, in the first call's order,
     so that the aliasing checks and DISTINCT guards a plain read makes are made again.
@@ -166,7 +167,7 @@ class Checker:
     code: Any
     constants: dict[str, Any]
     objects: list[tuple[Any, Any, bool]]  # (source's reference, compiled read, was an alias)
-    installs: list[tuple[GuardKind, Any, Any, bool]]
+    installs: list[tuple[GuardKind, Any, Any]]
 
     @staticmethod
     def build(
@@ -199,10 +200,7 @@ class Checker:
                 expr = reroot_with(source, table).expr()
                 read = compile(expr, "<bytegraph fragment read>", "eval")
                 objects.append((rerooting.ref(source), read, vt.source != source))
-        installs = [
-            (g.kind, rerooting.ref(g.source), rerooting.ref(g.expected), len(g.key) == 3)
-            for g in guards
-        ]
+        installs = [(g.kind, rerooting.ref(g.source), rerooting.ref(g.expected)) for g in guards]
         return Checker(guards, code, constants, objects, installs)
 
     def holds(self, env: dict[str, Any], roots: list[Any]) -> bool:
@@ -225,15 +223,10 @@ class Checker:
                 raise Refused("objects told apart in the first call are one here")
 
     def install(self, output: OutputGraph, made: list[Source]) -> None:
-        """``output.add_guard`` of each guard re-rooted, in the template's order; a guard
-        whose key is there already is not built (add_guard would keep the old one)."""
-        existing = output.guards
-        for kind, source_ref, expected_ref, keyed_by_expected in self.installs:
-            source = resolve(source_ref, made)
-            expected = resolve(expected_ref, made)
-            key = (kind, source, expected) if keyed_by_expected else (kind, source)
-            if key not in existing:
-                output.add_guard(kind, source, expected)
+        """``output.add_guard`` of each guard re-rooted, in the template's order (it keeps
+        the guard already there under the same key, without building another)."""
+        for kind, source_ref, expected_ref in self.installs:
+            output.add_guard(kind, resolve(source_ref, made), resolve(expected_ref, made))
 
 
 def under(source: Any, roots: set[Source]) -> bool:
