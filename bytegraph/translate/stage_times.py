@@ -14,7 +14,7 @@ What is left of ``compile_seconds`` is binding the arguments and setting the
 trace up. ``recording()`` collects the stages of the compile it surrounds
 (``api.py`` wraps each ``convert_frame``); ``timed(stage)`` adds a stage's
 wall time to the compile being recorded, if any. ``explain()`` and
-``bench/bench_compile.py --stages`` print them.
+``bench/bench_compile.py`` print them.
 """
 
 from __future__ import annotations
