@@ -15,10 +15,7 @@ from collections.abc import Sequence
 import bytecode as bc
 
 from bytegraph.bytecode import compat, encode
-
-_GENERATOR_FLAGS = (
-    bc.CompilerFlags.GENERATOR | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
-)
+from bytegraph.bytecode.depth import GENERATOR_FLAGS
 
 
 def assemble(
@@ -49,7 +46,7 @@ def bytecode_for(
     nargs += bool(template.co_flags & 0x04) + bool(template.co_flags & 0x08)
     code.argnames = list(template.co_varnames[:nargs])
     code.freevars = list(template.co_freevars)
-    code.flags = bc.CompilerFlags(template.co_flags) & ~_GENERATOR_FLAGS
+    code.flags = bc.CompilerFlags(template.co_flags) & ~GENERATOR_FLAGS
     if hasattr(code, "qualname"):
         code.qualname = name or template.co_qualname
     code.extend(prologue(template))

@@ -38,7 +38,7 @@ from bytecode.instr import (
 from bytegraph.bytecode import compat
 
 _HAS_CONST = frozenset(_opcode.hasconst)
-_GENERATOR_FLAGS = (
+GENERATOR_FLAGS = (
     bc.CompilerFlags.GENERATOR | bc.CompilerFlags.COROUTINE | bc.CompilerFlags.ASYNC_GENERATOR
 )
 
@@ -60,7 +60,7 @@ def stack_depths(items: Sequence[Any], flags: int) -> tuple[int, dict[bc.TryBegi
     if walker.label_count != len(walker.labels):
         return None  # a label placed twice: the package jumps to its last place
     # Before 3.13 a generator's frame starts with the value sent in on its stack.
-    start = 1 if compat.PY_VERSION < (3, 13) and flags & _GENERATOR_FLAGS else 0
+    start = 1 if compat.PY_VERSION < (3, 13) and flags & GENERATOR_FLAGS else 0
     try:
         walker.run(start)
     except _Unsized:

@@ -158,22 +158,10 @@ class _Encoder:
         return index
 
     def add_name(self, name: Any) -> int:
-        if not isinstance(name, str):
-            raise _Declined
-        index = self.name_index.get(name)
-        if index is None:
-            index = self.name_index[name] = len(self.names)
-            self.names.append(name)
-        return index
+        return _index_of(self.names, self.name_index, name)
 
     def add_varname(self, name: Any) -> int:
-        if not isinstance(name, str):
-            raise _Declined
-        index = self.varname_index.get(name)
-        if index is None:
-            index = self.varname_index[name] = len(self.varnames)
-            self.varnames.append(name)
-        return index
+        return _index_of(self.varnames, self.varname_index, name)
 
     # -- instructions --------------------------------------------------------
 
@@ -267,7 +255,7 @@ class _Encoder:
         unshared = 0
         for i, name in enumerate(cellvars):
             if name in self.varname_index:
-                slots[i] = self.varnames.index(name)
+                slots[i] = self.varname_index[name]
             else:
                 slots[i] = len(self.varnames) + unshared
                 unshared += 1
@@ -370,6 +358,17 @@ class _Encoder:
             table += _varint(starts[self.labels[entry.target]])
             table += _varint(depth)
         return bytes(table)
+
+
+def _index_of(names: list[str], index: dict[str, int], name: Any) -> int:
+    """``name``'s place in ``names``, appended if new (``index`` maps the names to it)."""
+    if not isinstance(name, str):
+        raise _Declined
+    found = index.get(name)
+    if found is None:
+        found = index[name] = len(names)
+        names.append(name)
+    return found
 
 
 def _units(arg: Any) -> int:
