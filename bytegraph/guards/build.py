@@ -48,6 +48,7 @@ _BY_EXPECTED_OBJECT = (  # a tuple, tested by identity: an enum member hashes in
     GuardKind.CONSTANT_MATCH, GuardKind.CLOSES_QUIETLY,
 )
 
+
 class GuardFunctionBuilder:
     """Turns guards into expression text, collecting the constants they use."""
 
