@@ -44,6 +44,8 @@ def _every_kind() -> list[Guard]:
         Guard(GuardKind.KEY_ABSENT, AttrSource(Z, "__dict__"), "forward"),
         Guard(GuardKind.GLOBAL_ABSENT, GlobalSource("not_a_global_anywhere")),
         Guard(GuardKind.CLOSES_QUIETLY, AttrSource(Z, "items")),
+        # A repeated subtree's helper (guards/subtrees.py); ``bool`` stands in for one.
+        Guard(GuardKind.SUBTREE, AttrSource(Z, "items"), bool),
         # The ShapeEnv's text, which may hold ``or``: a condition of lower precedence.
         Guard(GuardKind.SHAPE, X, "x.size()[0] == 3 or x.size()[0] == 5"),
     ]

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from bytegraph.dropped_values import closes_quietly
-from bytegraph.guards import cheaper_forms
+from bytegraph.guards import cheaper_forms, subtrees
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
 from bytegraph.guards.shared_reads import READ, SharedReads, Templates, read_marker
@@ -45,7 +45,7 @@ _SINGLETONS = (None, True, False, Ellipsis)
 _TWO_SOURCES = (GuardKind.SAME_OBJECT, GuardKind.DISTINCT)
 _BY_EXPECTED_OBJECT = (  # a tuple, tested by identity: an enum member hashes in Python
     GuardKind.TYPE_MATCH, GuardKind.ID_MATCH, GuardKind.EMPTY, GuardKind.KEY_ABSENT,
-    GuardKind.CONSTANT_MATCH, GuardKind.CLOSES_QUIETLY,
+    GuardKind.CONSTANT_MATCH, GuardKind.CLOSES_QUIETLY, GuardKind.SUBTREE,
 )
 
 
@@ -195,6 +195,8 @@ class GuardFunctionBuilder:
             return [_bind_modules(expected, self.const)]
         if kind is GuardKind.CLOSES_QUIETLY:
             return [f"{self.const(closes_quietly)}({e()})"]
+        if kind is GuardKind.SUBTREE:
+            return [f"{self.const(expected)}({e()})"]
         if kind is GuardKind.GLOBAL_ABSENT:
             module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
             return [f"{guard.source.name!r} not in {module_dict}"]
@@ -301,13 +303,14 @@ class GuardFunction:
         check: Callable[..., bool],
         guards: Sequence[Guard],
         default_device: bool,
-        make: Callable[[str, str | None], Callable[..., Any]],
+        fn: types.FunctionType,
     ) -> None:
         self.check = check
         self._guards = guards
         self._default_device = default_device
+        self._fn = fn
         self._plain: GuardFunctionBuilder | None = None
-        self._make = make
+        self._plain_maker: Callable[[str, str | None], Callable[..., Any]] | None = None
         self._first_failure: Callable[..., int] | None = None
 
     @property
@@ -317,9 +320,15 @@ class GuardFunction:
 
     @property
     def constants(self) -> list[Any]:
-        """The values ``___c<i>`` names in ``parts`` (and in the fast form, which numbers
-        its constants in the same order)."""
+        """The values ``___c<i>`` names in ``parts``."""
         return self._plain_form().constants
+
+    def _make(self, body: str, on_error: str | None) -> Callable[..., Any]:
+        """A function of the frame's signature running ``body``, over the plain form's
+        constants."""
+        if self._plain_maker is None:
+            self._plain_maker = _maker(self._fn, self.constants)
+        return self._plain_maker(body, on_error)
 
     def _plain_form(self) -> GuardFunctionBuilder:
         # Built on demand: only reports and the diagnosis of a failed guard read it.
@@ -459,12 +468,27 @@ def build_guard_function(
 ) -> GuardFunction:
     """One function ``guard(<fn's signature>) -> bool`` checking every guard.
 
-    The fast form reads each source once; the plain form (one self-contained
+    The fast form reads each source once and checks each kind of repeated module
+    subtree with one helper (``subtrees.py``); the plain form (one self-contained
     expression per guard) is what reports and failure diagnosis use.
     """
-    fast = _built(GuardFunctionBuilder(share_reads=True), guards, default_device)
+
+    def compile_helper(helper_guards: list[Guard]) -> Callable[[Any], bool]:
+        helper = GuardFunctionBuilder(share_reads=True)
+        for guard in helper_guards:
+            helper.add(guard)
+        helper.finish()
+        make = _maker(fn, [*helper.constants, *helper.literals], len(helper.constants),
+                      signature=subtrees.HELPER_ARGUMENT.expr())
+        return make(f"    return {helper.body()}", "False")
+
+    fast = _built(
+        GuardFunctionBuilder(share_reads=True),
+        subtrees.factored(guards, compile_helper),
+        default_device,
+    )
     make = _maker(fn, [*fast.constants, *fast.literals], len(fast.constants))
-    return GuardFunction(make(f"    return {fast.body()}", "False"), guards, default_device, make)
+    return GuardFunction(make(f"    return {fast.body()}", "False"), guards, default_device, fn)
 
 
 def _built(
@@ -519,16 +543,22 @@ def _connected(edges: list[tuple[Source, ...]]) -> list[list[Source]]:
 
 
 def _maker(
-    fn: types.FunctionType, constants: list[Any], named: int | None = None
+    fn: types.FunctionType,
+    constants: list[Any],
+    named: int | None = None,
+    signature: str | None = None,
 ) -> Callable[[str, str | None], Callable[..., Any]]:
     """``make(body, on_error)``: a guard function of ``body``, which reads ``constants``
-    as ``___c<i>``, the ``named`` first ones, and the rest as ``___t<i>``."""
+    as ``___c<i>``, the ``named`` first ones, and the rest as ``___t<i>``. It takes
+    ``fn``'s arguments, or those ``signature`` names (a helper's: ``fn``'s globals and
+    builtins, no cells)."""
     code = fn.__code__
-    signature = _signature_text(code)
+    frame_signature = signature is None
+    signature = _signature_text(code) if signature is None else signature
     cells = {
         ClosureCellSource(name).expr(): cell
         for name, cell in zip(code.co_freevars, fn.__closure__ or ())
-    }
+    } if frame_signature else {}
     named = len(constants) if named is None else named
     const_names = [f"___c{i}" for i in range(named)]
     const_names += [f"___t{i}" for i in range(len(constants) - named)]
@@ -553,11 +583,12 @@ def _maker(
         guard = namespace["___make"](
             fn.__globals__, f_builtins, KEPT_CONSTANTS, *constants, *cells.values()
         )
-        # A call the signature rejects raises here first, and CPython's TypeError names
-        # the function by its __qualname__: it must read as the user's function.
-        guard.__qualname__ = fn.__qualname__
-        guard.__defaults__ = fn.__defaults__
-        guard.__kwdefaults__ = fn.__kwdefaults__
+        if frame_signature:
+            # A call the signature rejects raises here first, and CPython's TypeError
+            # names the function by its __qualname__: it must read as the user's function.
+            guard.__qualname__ = fn.__qualname__
+            guard.__defaults__ = fn.__defaults__
+            guard.__kwdefaults__ = fn.__kwdefaults__
         return guard
 
     return make

@@ -26,6 +26,9 @@ class GuardKind(enum.Enum):
     KEY_ABSENT = "key_absent"  # a mapping (a class's __dict__) lacks a key (expected: the key)
     SHAPE = "shape"  # a relation between sizes the ShapeEnv relied on (expected: Python text)
     CLOSES_QUIETLY = "closes_quietly"  # freeing it runs no code (dropped_values.py)
+    # A module subtree's guards, checked by one helper shared by the copies of a repeated
+    # block (expected: the helper). Made for the fast guard function only (subtrees.py).
+    SUBTREE = "subtree"
 
     # Members are singletons: hash them by identity, in C (Enum's hashes the name in
     # Python, and a trace keys every guard by its kind: 4,600 times on 60 Linear calls).

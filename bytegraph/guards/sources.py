@@ -255,3 +255,39 @@ class GetItemSource(ChildSource):
         codegen.load_source(self.base)
         codegen.load_const(self.index)
         codegen.append(bc.Instr("BINARY_SUBSCR"))
+
+
+def reroot_with(source: Any, table: dict[Source, Source]) -> Any:
+    """``source`` (or a tuple of them, or any other value, kept as it is) with each source
+    that is a key of ``table`` replaced by its value; ``table`` memoizes the rebuilt ones."""
+    if isinstance(source, tuple):
+        return tuple(reroot_with(s, table) for s in source)
+    if not isinstance(source, Source):
+        return source
+    found = table.get(source)
+    if found is not None:
+        return found
+    result = source
+    if isinstance(source, ChildSource):
+        base = reroot_with(source.base, table)
+        if base is not source.base:
+            result = _with_base(source, base)
+    table[source] = result  # memo: the guards of one module share long prefixes
+    return result
+
+
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _with_base(source: ChildSource, base: Source) -> Source:
+    """``source`` read from ``base`` instead (``dataclasses.replace``, without its cost)."""
+    cls = type(source)
+    return cls(**{n: base if n == "base" else getattr(source, n) for n in init_fields(cls)})
+
+
+def init_fields(cls: type) -> tuple[str, ...]:
+    """The fields a Source class's constructor takes."""
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    return names

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 from bytegraph import logs
 from bytegraph.guards.build import GuardFunctionBuilder
 from bytegraph.guards.guard import Guard, GuardKind
-from bytegraph.guards.sources import KEPT_CONSTANTS, ChildSource, LocalSource, Source, local_name
+from bytegraph.guards.sources import (
+    KEPT_CONSTANTS,
+    ChildSource,
+    LocalSource,
+    Source,
+    init_fields,
+    local_name,
+    reroot_with,
+)
 from bytegraph.variables.base import AttributeMutationExisting, ValueMutationExisting
 from bytegraph.variables.nn_module import NNModuleVariable
 
@@ -44,39 +52,6 @@ def reroot(source: Any, old: tuple[Any, ...], new: list[Source]) -> Any:
 
 def reroot_local(source: Source, old: tuple[Any, ...]) -> Source:
     return reroot(source, old, _root_names(len(old)))
-
-
-def reroot_with(source: Any, table: dict[Source, Source]) -> Any:
-    if isinstance(source, tuple):
-        return tuple(reroot_with(s, table) for s in source)
-    if not isinstance(source, Source):
-        return source
-    found = table.get(source)
-    if found is not None:
-        return found
-    result = source
-    if isinstance(source, ChildSource):
-        base = reroot_with(source.base, table)
-        if base is not source.base:
-            result = _with_base(source, base)
-    table[source] = result  # memo: the guards of one module share long prefixes
-    return result
-
-
-_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _with_base(source: ChildSource, base: Source) -> Source:
-    """``source`` read from ``base`` instead (``dataclasses.replace``, without its cost)."""
-    cls = type(source)
-    return cls(**{n: base if n == "base" else getattr(source, n) for n in _init_fields(cls)})
-
-
-def _init_fields(cls: type) -> tuple[str, ...]:
-    names = _INIT_FIELDS.get(cls)
-    if names is None:
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-    return names
 
 
 def _mentions(guard: Guard, roots: set[Source]) -> bool:
@@ -126,7 +101,7 @@ class Rerooting:
         if base is None:
             return None
         cls = type(source)
-        fields = {n: getattr(source, n) for n in _init_fields(cls) if n != "base"}
+        fields = {n: getattr(source, n) for n in init_fields(cls) if n != "base"}
         self._steps.append((cls, fields, base))
         index = self._index[source] = len(self.roots) + len(self._steps) - 1
         return index
