@@ -1,8 +1,10 @@
 """Iteration: GET_ITER and FOR_ITER over iterables known at trace time.
 
 Loops unroll: each FOR_ITER step takes the next item, so the graph holds the
-loop body once per iteration. Iterators are lazy (``containers.iterate``):
-a loop over a list sees the appends its body makes, as in CPython. An
+loop body once per iteration (a repeated iteration is copied rather than traced
+again where loop_fragments.py can prove the copy the same). Iterators are lazy
+(``containers.iterate``): a loop over a list sees the appends its body makes, as
+in CPython. An
 exception a generator raises passes through FOR_ITER to the loop's handlers.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bytegraph.translate import loop_fragments
 from bytegraph.translate.ops.exceptions import vet_iteration
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.containers import IteratorVariable, iterate
@@ -33,6 +36,7 @@ def FOR_ITER(tx: Tx, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         iterator = tx.stack[-1] = iterate(tx, iterator)
+    arrival = loop_fragments.arrive(tx, inst, iterator)
     try:
         item = iterator.next_item(tx)
     except ObservedRaise as error:  # what a generator raised passes through the loop
@@ -41,7 +45,7 @@ def FOR_ITER(tx: Tx, inst: Instruction) -> None:
     if item is None:  # the target is where CPython lands (past END_FOR on 3.12+)
         tx.pop()
         tx.jump(inst.target)
-    else:
+    elif not loop_fragments.enter(tx, arrival, iterator, item):  # else: a copied iteration
         tx.push(item)
 
 
