@@ -75,7 +75,7 @@ def test_repeated_blocks_are_checked_by_one_helper_per_kind(counting_backend) ->
     guards = _entry(compiled).guard._guards
     assert len(guards) >= subtrees.MIN_GUARDS
     helpers: list[list] = []
-    main = subtrees.factored(guards, lambda gs: helpers.append(gs) or (lambda r: True))
+    main = subtrees.factored(guards, lambda gs, several: helpers.append(gs) or (lambda *r: True))
     # One helper each for Block, Linear and LayerNorm; the guard function calls the
     # Block helper on each of the 24 blocks, which calls the other two.
     assert len(helpers) == 3
@@ -185,4 +185,6 @@ def test_a_model_below_the_threshold_is_left_flat(counting_backend) -> None:
     _same(compiled, model, torch.randn(2, 4))
     guards = _entry(compiled).guard._guards
     assert len(guards) < subtrees.MIN_GUARDS
-    assert subtrees.factored(guards, lambda gs: pytest.fail("a helper was made")) == list(guards)
+    assert subtrees.factored(guards, lambda gs, several: pytest.fail("a helper was made")) == list(
+        guards
+    )

@@ -61,6 +61,7 @@ class GuardFunctionBuilder:
         # ``self.layers`` through nn.Module.__getattr__ costs ~0.3 us a time.
         self.share_reads = share_reads
         self._distinct: list[tuple[Source, ...]] = []
+        self._subtrees: dict[Any, list[Source]] = {}  # a subtree helper -> its roots
         self._per_instance: list[Guard] = []  # on classes made per instance (class_shapes.py)
         self._const_names: dict[int, str] = {}
         self._seen: set[str] = set()  # plain text of every part emitted so far
@@ -96,6 +97,11 @@ class GuardFunctionBuilder:
             # Pairwise ``is not`` checks grow with the square of the objects of one
             # type (every module of a model); one set of ids per group grows linearly.
             self._distinct.append((guard.source, *guard.expected))
+            return
+        elif kind is GuardKind.SUBTREE and self.share_reads:
+            # One call of a helper checks all of its roots (a loop in the helper costs a
+            # tenth of a call per root).
+            self._subtrees.setdefault(guard.expected, []).append(guard.source)
             return
         if kind in _TWO_SOURCES:
             self._add_rendered(guard)
@@ -155,6 +161,8 @@ class GuardFunctionBuilder:
 
     def finish(self) -> None:
         """Emit the grouped checks that ``add`` deferred."""
+        for helper, roots in self._subtrees.items():
+            self.parts.append(f"{self.const(helper)}({', '.join(map(self.ref, roots))})")
         for group in _connected(self._distinct):
             by_identity = cheaper_forms.hashed_by_identity(self._types.get(s) for s in group)
             reads = (self.ref(s) if by_identity else f"id({self.ref(s)})" for s in group)
@@ -473,14 +481,22 @@ def build_guard_function(
     expression per guard) is what reports and failure diagnosis use.
     """
 
-    def compile_helper(helper_guards: list[Guard]) -> Callable[[Any], bool]:
+    def compile_helper(helper_guards: list[Guard], several: bool) -> Callable[..., bool]:
+        """``helper(root)``, or ``helper(*roots)``: the subtree's checks on each root."""
         helper = GuardFunctionBuilder(share_reads=True)
         for guard in helper_guards:
             helper.add(guard)
         helper.finish()
+        root = subtrees.HELPER_ARGUMENT.expr()
         make = _maker(fn, [*helper.constants, *helper.literals], len(helper.constants),
-                      signature=subtrees.HELPER_ARGUMENT.expr())
-        return make(f"    return {helper.body()}", "False")
+                      signature="*___roots" if several else root)
+        if not several:
+            return make(f"    return {helper.body()}", "False")
+        return make(
+            f"    for {root} in ___roots:\n"
+            f"      if not ({helper.body()}):\n        return False\n    return True",
+            "False",
+        )
 
     fast = _built(
         GuardFunctionBuilder(share_reads=True),
