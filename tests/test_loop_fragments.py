@@ -11,6 +11,8 @@ nothing is copied and the program is traced as usual.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -182,6 +184,46 @@ def test_a_module_loop_copies_unless_it_changes_the_module(counting_backend) -> 
                                    model(x), rtol=0, atol=0)
         assert vars(twin).get("steps") == vars(model).get("steps")
         assert fragments.STATS["reused"] == expected, kind
+
+
+class InnerLoop(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = torch.sin(self.lin(x)) * 0.5 + x
+        return x
+
+
+class OuterLoop(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(InnerLoop() for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            for block in self.blocks:  # a call recorded for reuse, its own loop inside
+                x = block(x)
+        return x
+
+
+def test_loops_inside_calls_recorded_for_reuse(counting_backend) -> None:
+    torch.manual_seed(0)
+    model, twin = OuterLoop(), OuterLoop()
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    config.reuse_fragments = False
+    try:
+        bytegraph.compile(copy.deepcopy(model), backend=counting_backend)(x)
+    finally:
+        config.reuse_fragments = True
+    plain = _ops(counting_backend.graphs[-1])
+    got = bytegraph.compile(twin, backend=counting_backend)(x)
+    torch.testing.assert_close(got, model(x), rtol=0, atol=0)
+    assert _ops(counting_backend.graphs[-1]) == plain
+    assert fragments.STATS["reused"] > 0
 
 
 def breaks_in_the_loop(x: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ called on every copy:
   root's ``__class__`` is the class's, guarded once under the first instance
   that looked it up: it stays with the caller.
 * Two roots whose subtrees hold the same guards relative to the root (the same
-  kinds in the same order, the same text after the root's, equal expected values)
+  kinds, the same text after the root's, equal expected values; in any order)
   and the same kinds of child subtrees at the same places are copies of one kind.
 * A kind with at least two copies gets a helper: its guards re-rooted onto the
   helper's argument, each child as a call of the child's own helper, or inline
@@ -234,11 +234,12 @@ class _Tree:
         described = []
         for item in self.items[root]:
             if isinstance(item, Guard):
-                kind = item.kind
+                checks = item.kind
                 suffix, expected = item.source.expr()[prefix:], _expected_key(item)
                 # Only guards keyed by what they expect come several to a source.
-                tie = _order_token(expected) if kind in KEYED_BY_EXPECTED else ""
-                described.append(((suffix, _RANKS[kind], tie), item, (kind, suffix, expected)))
+                tie = _order_token(expected) if checks in KEYED_BY_EXPECTED else ""
+                order = (suffix, _RANKS[checks], tie)
+                described.append((order, item, (checks, suffix, expected)))
             else:
                 suffix = item.expr()[prefix:]
                 described.append(((suffix, -1, ""), item, (None, suffix, self._kind(item))))

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from bytegraph import config
+from bytegraph.bytecode.depth import GENERATOR_FLAGS
 from bytegraph.bytecode.stack_effects import locals_read
 from bytegraph.graph.metadata import default_device
 from bytegraph.translate import fragments
@@ -63,7 +64,6 @@ _READS_FRAMES = frozenset({
     "locals", "vars", "eval", "exec", "dir", "_getframe", "currentframe", "f_locals",
     "getframeinfo", "stack", "trace",
 })
-_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
 _ACTIVE = ("loop", "active")  # the key, in the trace's fragment store, of the recording
 # Per code object: its loops' FOR_ITER index -> (target, live locals), or None.
 _STATIC: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
@@ -79,7 +79,6 @@ class _Active:
     contents: Any  # the iterator's state when the recording began
     recording: fragments._Recording
     steps: int | None
-    own_reads: bool  # whether this recording turned the log's read list on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +89,7 @@ class _Iteration:
     # (name, how it ends: "bound", "unread", "unbound", or "fixed": the same object)
     ends: tuple[tuple[str, str], ...]
     steps: int | None  # the root frame's steps of the body
+    fixed: tuple[Any, ...]  # the objects the key names by id, kept alive with it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Arrival:
     target: str
     names: tuple[str, ...]  # the live locals, in order; their values make ``call``
     call: fragments.Call
-    fixed: dict[str, Any]  # the locals compared by identity (kept alive with the key)
+    fixed: dict[str, Any]  # the locals compared by identity
 
 
 def arrive(tx: Tx, inst: Instruction, iterator: VariableTracker) -> Arrival | None:
@@ -157,7 +157,7 @@ def _static(tx: Tx, index: int) -> tuple[str, tuple[str, ...]] | None:
     after = instructions[index + 1] if index + 1 < len(instructions) else None
     if (
         after is not None and after.opname == "STORE_FAST"
-        and not code.co_flags & _GENERATOR_FLAGS
+        and not code.co_flags & GENERATOR_FLAGS
         and not code.co_cellvars and not code.co_freevars
         and _READS_FRAMES.isdisjoint(code.co_names)
         and not any(after.argval in locals_read(i.opname, i.argval) for i in instructions)
@@ -191,15 +191,14 @@ def _describe(tx: Tx, index: int, target: str, names: tuple[str, ...]) -> Arriva
 
 
 def _start(tx: Tx, store: dict[Any, Any], arrival: Arrival, iterator: IteratorVariable) -> None:
-    _drop(store)
     effects = tx.output.side_effects
-    own_reads = effects.reads is None
-    if own_reads:
+    if effects.reads is None:
+        # On for the rest of the trace: a call recorded inside the loop's body
+        # (fragments.py) reads the same list, and may outlive this recording.
         effects.reads = []
     store[_ACTIVE] = _Active(
         tx, arrival, iterator, _position(tx, iterator),
         fragments._Recording.start(tx.output, arrival.call), getattr(tx, "steps", None),
-        own_reads,
     )
 
 
@@ -213,7 +212,7 @@ def _finish(tx: Tx, store: dict[Any, Any], active: _Active, iterator: Any) -> No
     except Refused:
         store[active.arrival.call.key] = fragments._NEVER
     finally:
-        _drop(store)
+        store.pop(_ACTIVE, None)
 
 
 def _iteration(tx: Tx, active: _Active) -> _Iteration:
@@ -230,7 +229,7 @@ def _iteration(tx: Tx, active: _Active) -> _Iteration:
     template = active.recording.finish(tx.output, arrival.call, TupleVariable(values))
     steps = None if active.steps is None else tx.steps - active.steps - 1  # type: ignore[attr-defined]
     fragments.STATS["recorded"] += 1
-    return _Iteration(template, tuple(ends), steps)
+    return _Iteration(template, tuple(ends), steps, tuple(arrival.fixed.values()))
 
 
 def _status(tx: Tx, name: str) -> str:
@@ -247,13 +246,6 @@ def _position(tx: Tx, iterator: IteratorVariable) -> Any:
         return iterator.state(tx)
     finally:
         effects.reads = reads
-
-
-def _drop(store: dict[Any, Any]) -> None:
-    """End the active recording, if any (a new one begins, or it is finished)."""
-    active = store.pop(_ACTIVE, None)
-    if active is not None and active.own_reads:
-        active.tx.output.side_effects.reads = None
 
 
 def _may_skip(tx: Tx, steps: int | None) -> bool:
