@@ -74,6 +74,15 @@ def test_gradients_through_copied_steps(differential, counting_backend) -> None:
     assert fragments.STATS["reused"] == 10
 
 
+def one_line(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(8): x = x * 0.5 + torch.sin(x)  # noqa: E701  (3.13: one fused store-load)
+    return x
+
+
+def test_a_loop_on_one_line(differential, counting_backend) -> None:
+    assert _copies(one_line, (torch.randn(4),), differential, counting_backend) == 6
+
+
 def two_states(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = 0.5
     for _ in range(8):

@@ -154,18 +154,27 @@ def _static(tx: Tx, index: int) -> tuple[str, tuple[str, ...]] | None:
         return known[index]
     found = None
     instructions = tx.instructions
-    after = instructions[index + 1] if index + 1 < len(instructions) else None
+    target = _target(instructions[index + 1]) if index + 1 < len(instructions) else None
     if (
-        after is not None and after.opname == "STORE_FAST"
+        target is not None
         and not code.co_flags & GENERATOR_FLAGS
         and not code.co_cellvars and not code.co_freevars
         and _READS_FRAMES.isdisjoint(code.co_names)
-        and not any(after.argval in locals_read(i.opname, i.argval) for i in instructions)
+        and not any(target in locals_read(i.opname, i.argval) for i in instructions)
     ):
-        names = tuple(sorted(live_locals(code, index) - {after.argval}))
-        found = (after.argval, names)
+        found = (target, tuple(sorted(live_locals(code, index) - {target})))
     known[index] = found
     return found
+
+
+def _target(after: Instruction) -> str | None:
+    """The local a loop's item is stored in, from the instruction after its FOR_ITER (3.13
+    fuses the store with the body's first load when both are on the loop's line)."""
+    if after.opname == "STORE_FAST":
+        return after.argval  # type: ignore[return-value]
+    if after.opname == "STORE_FAST_LOAD_FAST":
+        return after.argval[0]  # type: ignore[index]
+    return None
 
 
 def _describe(tx: Tx, index: int, target: str, names: tuple[str, ...]) -> Arrival:
