@@ -172,12 +172,13 @@ class Counter(nn.Module):
 
 
 class Steps(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, count: int = 6) -> None:
         super().__init__()
         self.lin = nn.Linear(4, 4)
+        self.count = count
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(6):
+        for _ in range(self.count):
             x = torch.relu(self.lin(x)) * 0.5 + x
         return x
 
@@ -195,21 +196,10 @@ def test_a_module_loop_copies_unless_it_changes_the_module(counting_backend) -> 
         assert fragments.STATS["reused"] == expected, kind
 
 
-class InnerLoop(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(3):
-            x = torch.sin(self.lin(x)) * 0.5 + x
-        return x
-
-
 class OuterLoop(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(InnerLoop() for _ in range(2))
+        self.blocks = nn.ModuleList(Steps(3) for _ in range(2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for _ in range(3):
