@@ -139,7 +139,7 @@ def test_the_failed_guard_is_named_on_a_recompile(counting_backend) -> None:
     model = _stack()
     twin, compiled = _twin(model, counting_backend)
     x = torch.randn(2, 8)
-    compiled(x)
+    _same(compiled, model, x)
     twin[MIDDLE].norm.weight.requires_grad_(False)
     failure = _entry(compiled).guard.explain_failure((twin, x), {})
     assert failure is not None

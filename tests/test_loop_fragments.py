@@ -66,10 +66,13 @@ def test_the_steps_of_a_loop_are_traced_twice_and_copied_after(
 def test_gradients_through_copied_steps(differential, counting_backend) -> None:
     x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
     compiled = differential.compile(residual_steps)
-    compiled(x, w).sum().backward()
+    got_out = compiled(x, w)
+    got_out.sum().backward()
     got = (x.grad.clone(), w.grad.clone())
     x.grad = w.grad = None
-    residual_steps(x, w).sum().backward()
+    want_out = residual_steps(x, w)
+    want_out.sum().backward()
+    torch.testing.assert_close(got_out, want_out, rtol=0, atol=0)
     torch.testing.assert_close(got, (x.grad, w.grad), rtol=0, atol=0)
     assert fragments.STATS["reused"] == 10
 

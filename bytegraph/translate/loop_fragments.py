@@ -133,11 +133,7 @@ def enter(tx: Tx, arrival: Arrival | None, iterator: IteratorVariable, item: Any
     key = arrival.call.key
     found = store.get(key)
     if isinstance(found, _Iteration):
-        if _may_skip(tx, found.steps) and _replayed(tx, arrival, found, item):
-            if found.steps is not None:
-                tx.steps += found.steps  # type: ignore[attr-defined]
-            return True
-        return False
+        return _may_skip(tx, found.steps) and _replayed(tx, arrival, found, item)
     if found is fragments._NEVER:
         return False
     _start(tx, store, arrival, iterator)
@@ -279,4 +275,6 @@ def _replayed(tx: Tx, arrival: Arrival, iteration: _Iteration, item: Any) -> boo
             tx.frame_values.pop(name, None)
     tx.symbolic_locals[arrival.target] = item
     tx.jump(arrival.index)
+    if iteration.steps is not None:
+        tx.steps += iteration.steps  # type: ignore[attr-defined]
     return True
