@@ -21,7 +21,7 @@ import torch.fx
 
 from bytegraph.bytecode import assemble, compat
 from bytegraph.exc import InternalError, Unsupported
-from bytegraph.graph.rerun import OnGraphError, rerun
+from bytegraph.graph.rerun import OnGraphError, rerun, rerun_unless_written
 from bytegraph.guards.sources import LocalSource, Source
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from bytegraph.variables.base import VariableTracker
 
 GRAPH_OUT = "___graph_out"
+VERSIONS = "___written_versions"  # the written inputs' version counters (graph/rerun.py)
+GRAPH_ERROR = "___graph_error"
 RETURN = "___return"
 
 
@@ -184,9 +186,17 @@ class PyCodegen:
             del rebuilding[id(vt)]
 
     def call_graph(
-        self, compiled: Any, inputs: list[GraphInput], on_error: bc.Label | None
+        self,
+        compiled: Any,
+        inputs: list[GraphInput],
+        on_error: bc.Label | None,
+        written: tuple[Source, ...] = (),
     ) -> None:
-        """``___graph_out = compiled(*inputs)``; an exception jumps to ``on_error`` if given."""
+        """``___graph_out = compiled(*inputs)``; an exception jumps to ``on_error`` if given.
+        The version counters of the ``written`` inputs are read first (graph/rerun.py)."""
+        if written:
+            self.load_tuple_of(written, "_version")
+            self.append(bc.Instr("STORE_FAST", VERSIONS))
         guarded = None
         if on_error is not None:
             guarded = bc.TryBegin(on_error, push_lasti=False, stack_depth=0)
@@ -218,8 +228,14 @@ class PyCodegen:
         keyword_only = names[template.co_argcount : index]
         extra = names[index] if template.co_flags & 0x04 else None  # CO_VARARGS
         extra_keywords = names[index + bool(extra)] if template.co_flags & 0x08 else None
-        self.append(bc.Instr("POP_TOP"))
-        self.load_callable(rerun)
+        if plan.unless_written:
+            self.append(bc.Instr("STORE_FAST", GRAPH_ERROR))
+            self.load_callable(rerun_unless_written)
+            self.append(bc.Instr("LOAD_FAST", GRAPH_ERROR), bc.Instr("LOAD_FAST", VERSIONS))
+            self.load_tuple_of(plan.unless_written)
+        else:
+            self.append(bc.Instr("POP_TOP"))
+            self.load_callable(rerun)
         self.load_const(plan.rerun)
         self.append(*(bc.Instr("LOAD_FAST", n) for n in positional))
         self.append(bc.Instr("BUILD_TUPLE", len(positional)))
@@ -231,7 +247,16 @@ class PyCodegen:
             self.append(bc.Instr("LOAD_FAST", extra_keywords))
         else:
             self.load_const(None)
-        self.append(*assemble.call(5), bc.Instr("RETURN_VALUE"))
+        arguments = 5 + 3 * bool(plan.unless_written)
+        self.append(*assemble.call(arguments), bc.Instr("RETURN_VALUE"))
+
+    def load_tuple_of(self, sources: tuple[Source, ...], attr: str | None = None) -> None:
+        """The tuple of the values at ``sources`` (of their ``attr``, if given)."""
+        for source in sources:
+            self.load_source(source)
+            if attr is not None:
+                self.append(assemble.load_attr(attr))
+        self.append(bc.Instr("BUILD_TUPLE", len(sources)))
 
 
 def _steps(source: Source) -> Iterator[tuple[Source, Source]]:
@@ -264,7 +289,8 @@ def transformed_code(
     if draws.draws:  # random numbers the graph (or the rest) needs, drawn first
         draws.emit_prologue(codegen)
     if compiled is not None:
-        codegen.call_graph(compiled, inputs, on_error)
+        written = on_graph_error.unless_written if on_error is not None else ()
+        codegen.call_graph(compiled, inputs, on_error, written)
     emit_tail(codegen)
     if on_error is not None:
         codegen.append(on_error)

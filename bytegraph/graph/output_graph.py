@@ -56,7 +56,9 @@ class OutputGraph:
         self.side_effects = SideEffects(self.add_guard)
         self.uses_default_device = False  # a factory followed torch.get_default_device()
         self._cells: dict[int, Any] = {}
-        self._input_bases: set[int] = set()  # ids of the meta tensors inputs are views of
+        # ids of the meta tensors inputs are views of -> those inputs' sources
+        self._input_bases: dict[int, list[Source]] = {}
+        self.written_inputs: dict[Source, None] = {}  # inputs whose memory an op wrote
         self.writes_inputs = False  # an op wrote into an input (or a view of one)
         # Set for a trace with dynamic dimensions: every tensor is then a fake tensor.
         self.shapes: ShapeSession | None = None
@@ -144,7 +146,7 @@ class OutputGraph:
             fake = meta
         self.inputs.append(GraphInput(source, node, example, fake))
         if meta is not None:
-            self._input_bases.add(id(base_of(meta)))
+            self._input_bases.setdefault(id(base_of(meta)), []).append(source)
         return node
 
     def guard_tensor_inputs_distinct(self) -> None:
@@ -172,8 +174,10 @@ class OutputGraph:
                 "in-place write, inside a higher-order op's body, to a tensor that lives "
                 "outside the body (an input of the body or of the frame)",
             )
-        if id(base_of(written)) in self._input_bases:
+        sharing = self._input_bases.get(id(base_of(written)))
+        if sharing is not None:
             self.writes_inputs = True
+            self.written_inputs.update(dict.fromkeys(sharing))
 
     def note_result(self, result: Any, inputs: Any) -> None:
         """Inside a body: remember the memory an op allocated (not its inputs' memory:

@@ -11,11 +11,15 @@ nothing observable has happened yet, and the rerun does exactly what eager
 does: the same state behind it, the same exception from the user's line.
 
 That holds only for a graph that changes nothing outside itself before it
-fails: ``reruns_safely`` refuses graphs that write into an input's memory
-(the trace notes it: ``OutputGraph.writes_inputs``; in-place ops on tensors
-the graph made itself are fine), draw random numbers (they advanced the
-generator) or communicate (a collective: the peers would see it twice). Those
-let the exception through, as before.
+fails: ``reruns_safely`` refuses graphs that draw random numbers (they advanced
+the generator) or communicate (a collective: the peers would see it twice).
+Those let the exception through. A graph that writes into an input's memory
+(the trace notes which: ``OutputGraph.written_inputs``; in-place ops on tensors
+the graph made itself are fine) reruns only if it failed before the first
+write: the code reads those inputs' version counters before the call, and the
+handler (``rerun_unless_written``) compares them; a write bumps the counter. Where
+the graph has a check, a random draw made before it or an op under ``try``, its
+exception is let through as before (convert.py passes no written inputs).
 
 Either way, a graph that switches grad mode (a ``no_grad`` block inside it)
 may fail between the switch and the switch back: the handler first puts the
@@ -33,6 +37,7 @@ import torch
 from torch.fx.operator_schemas import normalize_function
 
 from bytegraph.graph.metadata import op_name, op_namespace
+from bytegraph.guards.sources import Source
 
 # Substrings of the names of ops that draw from the random generator.
 _RANDOM_NAMES = (
@@ -47,6 +52,8 @@ class OnGraphError:
 
     grad_mode: bool | None  # the mode to put back first (None: the graph never switches it)
     rerun: Callable[..., Any] | None  # the original function to run instead, or None: re-raise
+    # The inputs the graph writes into: the rerun only if none was written yet.
+    unless_written: tuple[Source, ...] = ()
 
     @staticmethod
     def plan(
@@ -54,12 +61,17 @@ class OnGraphError:
         writes_inputs: bool,
         switches_grad_mode: bool,
         original: Callable[..., Any],
+        written: tuple[Source, ...] = (),
     ) -> OnGraphError | None:
+        """``written``: the inputs the graph writes into, where a rerun before the first
+        write is wanted (else a graph that writes inputs lets its exception through)."""
         grad_mode = torch.is_grad_enabled() if switches_grad_mode else None
-        rerun = original if reruns_safely(gm, writes_inputs) else None
+        unless_written = written if writes_inputs else ()
+        safe = reruns_safely(gm, writes_inputs and not unless_written)
+        rerun = original if safe else None
         if grad_mode is None and rerun is None:
             return None
-        return OnGraphError(grad_mode, rerun)
+        return OnGraphError(grad_mode, rerun, unless_written if safe else ())
 
 
 def reruns_safely(gm: torch.fx.GraphModule, writes_inputs: bool) -> bool:
@@ -106,3 +118,17 @@ def rerun(
 ) -> Any:
     """``fn`` called with the transformed function's own arguments, unpacked."""
     return fn(*positional, *extra, **keywords, **(extra_keywords or {}))
+
+
+def rerun_unless_written(
+    error: BaseException,
+    versions: tuple[int, ...],
+    written: tuple[torch.Tensor, ...],
+    fn: Callable[..., Any],
+    *arguments: Any,
+) -> Any:
+    """``rerun(fn, *arguments)`` if no tensor of ``written`` was written since its version
+    was ``versions``; else ``error`` again (the graph changed an input before failing)."""
+    if tuple(t._version for t in written) != versions:
+        raise error
+    return rerun(fn, *arguments)

@@ -300,7 +300,12 @@ def _compile(
         pending = _PendingGraph()
     on_error = None
     if gm is not None:
-        on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn)
+        # A rerun only before the first write needs nothing else to depend on a rerun.
+        conditional = not (
+            output.checks_in_graph or output.side_effects.draws.draws or output.ops_in_try
+        )
+        written = tuple(output.written_inputs) if conditional else ()
+        on_error = OnGraphError.plan(gm, output.writes_inputs, bool(switches), fn, written)
         if output.checks_in_graph and (on_error is None or on_error.rerun is None):
             raise Unsupported(
                 "check_not_rerunnable",

@@ -174,6 +174,34 @@ def test_a_failing_graph_that_wrote_in_place_is_not_rerun() -> None:
     assert torch.equal(x, torch.ones(3)), "the in-place add ran exactly once"
 
 
+def index_fails_before_in_place_write(x, lst, idx):
+    lst.append(1)
+    y = x[idx]
+    x.add_(1)
+    return y
+
+
+def loss_fails_before_in_place_write(x, lst, idx):  # fuzz seed 14368, index 68
+    lst.extend([1, 1])
+    x.mul_(torch.nn.CrossEntropyLoss()(x, 3 * x.argmax(1)))
+
+
+@pytest.mark.parametrize(
+    "fn", [index_fails_before_in_place_write, loss_fails_before_in_place_write]
+)
+def test_a_graph_failing_before_its_first_write_reruns(fn) -> None:
+    """The inputs' version counters are unchanged: nothing was written, the call reruns as
+    Python and eager's state is behind it (the list's append); written once, not twice."""
+    base = torch.tensor([[0.5, -1.0, 2.0, 0.0], [1.5, 0.25, -0.5, 3.0]])
+    for idx in (torch.tensor([1]), torch.tensor([7])):  # in range, then out of range
+        results = []
+        for run in (fn, bytegraph.compile(fn, backend="eager")):
+            x, lst = base.clone(), [0]
+            results.append((outcome(run, x, lst, idx), lst, x))
+        assert_same_value(results[1], results[0])
+    assert results[0][0][0] == "IndexError", results[0][0]
+
+
 # -- ops eager refuses for mixed floating dtypes (meta kernels compute them anyway) -------
 
 
