@@ -323,11 +323,11 @@ def _compile_python(
 
 
 def reset() -> None:
-    """Drop every cache: compiled entries, decoded code, metadata memo."""
-    from bytegraph.bytecode.instructions import reset as reset_decoded
+    """Drop every compiled entry and what user code defined. Pure memos keep what they
+    know (decoded bytecode, the metadata of torch's own ops), as ``torch._dynamo.reset()``
+    keeps its own: they are bounded, and a function of immutable inputs."""
     from bytegraph.graph.metadata import reset as reset_metadata
 
     for compiled in list(_live_functions):
         compiled.reset()
-    reset_decoded()
     reset_metadata()

@@ -86,14 +86,20 @@ _FOR_ITER = dis.opmap["FOR_ITER"]
 _INTRINSIC_STOPITERATION_ERROR = 3
 # Keyed by identity: code objects hash their co_consts (a generated code object
 # may hold an unhashable constant), and two equal code objects are still two
-# objects. Each record holds its code, so a key's id is never reused.
+# objects. Each record holds its code, so a key's id is never reused. A record is
+# a pure function of its (immutable) code, so the cache outlives ``bytegraph.reset()``,
+# as torch._dynamo's cache of cleaned instructions outlives its reset; it is emptied
+# when full instead, so that generated code objects are not kept forever.
 _decoded_cache: dict[int, DecodedCode] = {}
+_DECODED_CACHE_LIMIT = 4096
 
 
 def decode(code: types.CodeType) -> DecodedCode:
     """Decode ``code`` once; later calls return the same record."""
     cached = _decoded_cache.get(id(code))
     if cached is None:
+        if len(_decoded_cache) >= _DECODED_CACHE_LIMIT:
+            _decoded_cache.clear()
         cached = _decoded_cache[id(code)] = _decode(code)
     return cached
 
@@ -302,6 +308,3 @@ def _exception_table(
         )
     return tuple(entries)
 
-
-def reset() -> None:
-    _decoded_cache.clear()

@@ -135,6 +135,8 @@ def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
         # A memo hit costs about 10 us: not worth it for ops whose meta kernel is C++.
         _worth_memoizing[op] = time.perf_counter() - started > _MEMO_THRESHOLD_SECONDS
     if key is not None and _is_fresh_result(result, args, kwargs):
+        if len(_memo) >= _MEMO_LIMIT:
+            _memo.clear()
         _memo[key] = _specs(result)
     return result
 
@@ -266,6 +268,7 @@ def _map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
 
 
 _MEMO_THRESHOLD_SECONDS = 30e-6
+_MEMO_LIMIT = 20_000  # entries; a full memo is emptied (a long run over many shapes)
 _worth_memoizing: dict[tuple[str, Any], bool] = {}
 
 
@@ -632,5 +635,23 @@ def result_device(
 
 
 def reset() -> None:
-    _memo.clear()
-    _worth_memoizing.clear()
+    """Forget the results of ops torch does not own: a custom op's fake kernel may be
+    registered again. Torch's own ops keep theirs (a pure function of the op and its
+    inputs' metadata), as torch's FakeTensorMode dispatch cache outlives
+    ``torch._dynamo.reset()``."""
+    for key in [key for key in _memo if not _owned_by_torch(key[1])]:
+        del _memo[key]
+    for op in [op for op in _worth_memoizing if not _owned_by_torch(op[1])]:
+        del _worth_memoizing[op]
+
+
+def _owned_by_torch(target: Any) -> bool:
+    """Whether an op's metadata is torch's own: a Tensor method (by name), an ``aten`` or
+    ``prims`` operator, or a function of torch's modules or of ``operator``."""
+    if isinstance(target, str):
+        return True
+    namespace = op_namespace(target)
+    if namespace is not None:
+        return namespace in ("aten", "prims")
+    module = getattr(target, "__module__", None) or ""
+    return module in ("torch", "_operator") or module.startswith("torch.")
