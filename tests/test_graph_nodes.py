@@ -110,3 +110,39 @@ def test_memo_key_refuses_unhashable_and_unknown_leaves() -> None:
     assert _key(_meta(2), object()) is None
     assert _key(_meta(2), [object()]) is None
     assert metadata._memo_key("call_method", "add_", (_meta(2), 1), {}) is None
+
+
+def _doubled_rows(t: torch.Tensor) -> torch.Tensor:
+    """An op of the user's: its metadata may change when the user redefines it."""
+    return torch.cat([t, t])
+
+
+def test_reset_drops_the_memo_of_user_ops_and_keeps_torchs(monkeypatch) -> None:
+    import bytegraph
+
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)  # memoize every op
+    x = _meta(3, 4)
+    layer_norm = torch.nn.functional.layer_norm
+    metadata.run("call_function", layer_norm, (x, (4,)), {})
+    metadata.run("call_function", _doubled_rows, (x,), {})
+    metadata.run("call_method", "sum", (x, 0), {})
+    assert len(metadata._memo) == 3
+    bytegraph.reset()
+    assert sorted(str(key[1]) for key in metadata._memo) == sorted([str(layer_norm), "sum"])
+    assert set(metadata._worth_memoizing) == {("call_function", layer_norm), ("call_method", "sum")}
+    # Operators: aten and prims are torch's; any other namespace is a library's.
+    assert metadata._owned_by_torch(torch.ops.aten.add.Tensor)
+    assert metadata._owned_by_torch(torch.ops.prims.add.default)
+    assert not metadata._owned_by_torch(torch.ops._c10d_functional.all_reduce.default)
+
+
+def test_a_full_memo_is_emptied(monkeypatch) -> None:
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+    monkeypatch.setattr(metadata, "_MEMO_LIMIT", 2)
+    for rows in (1, 2, 3):
+        metadata.run("call_function", _doubled_rows, (_meta(rows, 4),), {})
+    assert len(metadata._memo) == 1

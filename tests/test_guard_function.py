@@ -157,3 +157,34 @@ def test_distinct_links_that_extend_the_previous_one_join_its_group():
     edges = [(b, a), (c, a, b), (d, a, b, c), (e, x), (x, e, a)]
     assert _connected(edges) == [[b, a, c, d, e, x]]
     assert _connected(edges[:4]) == [[b, a, c, d], [e, x]]
+
+
+def test_a_recompile_for_new_sizes_reuses_the_compiled_guard_text(monkeypatch):
+    """The guard text names its constants (``___t0``), so a recompile for new sizes
+    compiles no new guard code, and each entry still checks its own sizes."""
+    import bytegraph
+    from bytegraph.guards import build
+
+    compiled_texts: list[str] = []
+    real_compile = compile
+
+    def counting_compile(source, filename, mode, *args, **kwargs):
+        if filename.startswith("<bytegraph guard"):
+            compiled_texts.append(source)
+        return real_compile(source, filename, mode, *args, **kwargs)
+
+    monkeypatch.setattr(build, "compile", counting_compile, raising=False)
+    monkeypatch.setattr(build, "_compiled_sources", {})
+
+    def f(x):
+        return x.sin() + 1
+
+    cf = bytegraph.compile(f, backend="eager", dynamic=False)
+    small, large = torch.randn(2, 3), torch.randn(4, 5)
+    torch.testing.assert_close(cf(small), f(small))
+    torch.testing.assert_close(cf(large), f(large))
+    torch.testing.assert_close(cf(small), f(small))  # the first entry's own sizes
+    assert len(cf.entries) == 2
+    assert len(compiled_texts) == 1
+    passes = sorted((e.guard.check(small), e.guard.check(large)) for e in cf.entries)
+    assert passes == [(False, True), (True, False)]

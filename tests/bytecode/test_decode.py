@@ -19,7 +19,8 @@ from collections.abc import Callable
 import pytest
 
 from bytegraph.bytecode import compat
-from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode, reset
+from bytegraph.bytecode import instructions
+from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
 
 # What an exhausted FOR_ITER skips past the instruction ``dis`` names as its target:
 # 3.12's END_FOR; 3.13's END_FOR and the POP_TOP after it.
@@ -362,12 +363,19 @@ def test_cache_entries_dropped() -> None:
     assert following.offset - load_global.offset > 2
 
 
-def test_decode_is_cached() -> None:
+def test_decode_is_cached_across_reset_and_emptied_when_full(monkeypatch) -> None:
+    import bytegraph
+
     code = try_except.__code__
     first = decode(code)
     assert decode(code) is first
     assert first.code is code
-    reset()
+    bytegraph.reset()  # a pure function of the code object: kept, as torch._dynamo keeps its
+    assert decode(code) is first
+    # A full cache is emptied, so generated code objects are not kept forever.
+    monkeypatch.setattr(instructions, "_DECODED_CACHE_LIMIT", len(instructions._decoded_cache))
+    decode(code.replace(co_name=code.co_name))  # a twin: another object
+    assert len(instructions._decoded_cache) == 1
     again = decode(code)
     assert again is not first
     assert again.instructions == first.instructions
