@@ -13,6 +13,7 @@ that changes between blocks), that block must be traced as usual.
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -65,6 +66,52 @@ class ScaledBlock(Block):
         return x + self.fc(self.norm(x)) * self.scale
 
 
+def checked(forward):
+    """A decorator as Hugging Face writes them (``deprecate_kwarg``): a closure over the
+    function it wraps, with ``functools.wraps``."""
+    name = forward.__name__
+
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        if "x" in kwargs and name != "forward":
+            raise TypeError(f"{name} takes x positionally")
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+class DecoratedBlock(Block):
+    @checked
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return Block.forward(self, x)
+
+
+def _cell_scale():
+    scale = 1.0
+
+    def set_scale(value: float) -> None:
+        nonlocal scale
+        scale = value
+
+    def scaled(forward):
+        @functools.wraps(forward)
+        def wrapper(self, x):
+            return forward(self, x) * scale  # the cell set_scale writes
+
+        return wrapper
+
+    return set_scale, scaled
+
+
+SET_SCALE, SCALED = _cell_scale()
+
+
+class CellScaledBlock(Block):
+    @SCALED
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return Block.forward(self, x)
+
+
 class Stack(nn.Module):
     def __init__(self, blocks: list[nn.Module]) -> None:
         super().__init__()
@@ -102,6 +149,15 @@ class ClassAttributeStack(Stack):
         for i, block in enumerate(self.blocks):
             ScaledBlock.scale = 2.0 + i  # a class-level store the block's forward reads
             x = block(x * block.scale)  # its lookup of ``scale`` is then made a second time
+        return x
+
+
+class CellStack(Stack):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        for i, block in enumerate(self.blocks):
+            SET_SCALE(2.0 + i)  # a write to the cell the blocks' decorator reads
+            x = block(x)
         return x
 
 
@@ -291,6 +347,26 @@ def test_a_class_attribute_that_changes_between_blocks(counting_backend) -> None
         ScaledBlock.scale = 1.0
     assert "ScaledBlock.forward" not in fragments.REUSED
     assert len(counting_backend.graphs) == 1
+
+
+def test_decorated_blocks_are_copied_whole(counting_backend) -> None:
+    """The decorator's wrapper is a closure: one function object for every block, so
+    one set of cells, and the copy is made at the wrapper (its steps not traced again)."""
+    model, x = _stack(kind=DecoratedBlock), torch.randn(2, 8)
+    assert _run(model, x, counting_backend) == {"checked.<locals>.wrapper": 3}
+    assert counting_backend.calls == 1
+    _same_graph_as_plain(model, x, counting_backend)
+
+
+def test_a_closure_cell_that_changes_between_blocks(counting_backend) -> None:
+    """The wrapper reads a cell the stack writes before each block: the wrapper is traced
+    for every block (the inner forward, which does not read it, is still a copy)."""
+    torch.manual_seed(0)
+    model, x = CellStack([CellScaledBlock() for _ in range(3)]).eval(), torch.randn(2, 8)
+    reused = _run(model, x, counting_backend)
+    assert "_cell_scale.<locals>.scaled.<locals>.wrapper" not in reused
+    assert reused == {"CellScaledBlock.forward": 2}
+    SET_SCALE(1.0)
 
 
 def test_blocks_sharing_a_submodule(counting_backend) -> None:

@@ -163,7 +163,7 @@ def test_a_recompile_for_new_sizes_reuses_the_compiled_guard_text(monkeypatch):
     """The guard text names its constants (``___t0``), so a recompile for new sizes
     compiles no new guard code, and each entry still checks its own sizes."""
     import bytegraph
-    from bytegraph.guards import build
+    from bytegraph.guards import compiled_text
 
     compiled_texts: list[str] = []
     real_compile = compile
@@ -173,8 +173,8 @@ def test_a_recompile_for_new_sizes_reuses_the_compiled_guard_text(monkeypatch):
             compiled_texts.append(source)
         return real_compile(source, filename, mode, *args, **kwargs)
 
-    monkeypatch.setattr(build, "compile", counting_compile, raising=False)
-    monkeypatch.setattr(build, "_compiled_sources", {})
+    monkeypatch.setattr(compiled_text, "compile", counting_compile, raising=False)
+    monkeypatch.setattr(compiled_text, "_compiled", {})
 
     def f(x):
         return x.sin() + 1

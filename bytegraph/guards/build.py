@@ -32,6 +32,7 @@ import torch
 from bytegraph.dropped_values import closes_quietly
 from bytegraph.guards import cheaper_forms, subtrees
 from bytegraph.guards.class_shapes import per_instance_class, shape_checks
+from bytegraph.guards.compiled_text import compiled
 from bytegraph.guards.guard import Guard, GuardKind, TensorSnapshot
 from bytegraph.guards.shared_reads import READ, SharedReads, Templates, read_marker
 from bytegraph.guards.sources import (
@@ -595,7 +596,7 @@ def _maker(
             f"  return ___guard\n"
         )
         namespace: dict[str, Any] = {}
-        exec(_compiled(source, f"<bytegraph guard for {code.co_name}>"), namespace)
+        exec(compiled(source, f"<bytegraph guard for {code.co_name}>", "exec"), namespace)
         guard = namespace["___make"](
             fn.__globals__, f_builtins, KEPT_CONSTANTS, *constants, *cells.values()
         )
@@ -608,23 +609,6 @@ def _maker(
         return guard
 
     return make
-
-
-# Compiled guard sources, by text. The text names constants, not values, so a
-# recompile for new sizes, or another instance of a model, makes the same text: only
-# the constants passed to ``___make`` differ. ``compile()`` is half the guard stage.
-_compiled_sources: dict[tuple[str, str], types.CodeType] = {}
-_COMPILED_SOURCES_LIMIT = 256
-
-
-def _compiled(source: str, filename: str) -> types.CodeType:
-    key = (source, filename)
-    code = _compiled_sources.get(key)
-    if code is None:
-        if len(_compiled_sources) >= _COMPILED_SOURCES_LIMIT:
-            _compiled_sources.clear()
-        code = _compiled_sources[key] = compile(source, filename, "exec")
-    return code
 
 
 def _signature_text(code: types.CodeType) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph import logs
 from bytegraph.guards.build import GuardFunctionBuilder
+from bytegraph.guards.compiled_text import compiled
 from bytegraph.guards.guard import Guard, GuardKind
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
@@ -165,7 +166,7 @@ class Checker:
         text = " and ".join(f"({p})" for p in builder.parts) or "True"
         if "___cell_" in text:
             raise Refused("a guard on a closure cell")
-        code = compile(text, "<bytegraph fragment check>", "eval")
+        code = compiled(text, "<bytegraph fragment check>", "eval")
         constants = {f"___c{i}": c for i, c in enumerate(builder.constants)}
         objects = []
         for source, vt in output.source_to_var.items():
@@ -173,7 +174,7 @@ class Checker:
                 vt.mutation_type, (ValueMutationExisting, AttributeMutationExisting)
             ):
                 expr = reroot_with(source, table).expr()
-                read = compile(expr, "<bytegraph fragment read>", "eval")
+                read = compiled(expr, "<bytegraph fragment read>", "eval")
                 objects.append((rerooting.ref(source), read, vt.source != source))
         installs = [(g.kind, rerooting.ref(g.source), rerooting.ref(g.expected)) for g in guards]
         return Checker(guards, code, constants, objects, installs)

@@ -53,6 +53,7 @@ from bytegraph import config, logs
 from bytegraph.exc import InternalError
 from bytegraph.graph.metadata import default_device
 from bytegraph.graph.subgraphs import storage_id
+from bytegraph.guards.compiled_text import compiled
 from bytegraph.guards.sources import Source
 from bytegraph.side_effects import NOTHING
 from bytegraph.translate.fragment_guards import (
@@ -67,6 +68,7 @@ from bytegraph.translate.fragment_guards import (
 )
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import TupleVariable
+from bytegraph.variables.functions import UserFunctionVariable
 from bytegraph.variables.nn_module import NNModuleVariable
 from bytegraph.variables.tensor import TensorVariable
 
@@ -167,8 +169,13 @@ class Call:
 
 def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]) -> Call:
     code = fn.code()
+    same_function: tuple[Any, ...] = ()
     if code.co_freevars:
-        raise Refused("a closure")
+        # A decorator's wrapper (``functools.wraps``): one function object, so the same
+        # cells; a write to one in the trace is in the log, whose reads are compared.
+        if type(fn) is not UserFunctionVariable or not fn.by_identity:
+            raise Refused("a closure made in the trace")
+        same_function = (fn.fn,)
     walk = _Walk()
     varkw = _varkw_name(code)
     args = tuple(
@@ -176,7 +183,7 @@ def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]
         for name, vt in bound.items()
     )
     state = (torch.is_grad_enabled(), torch.get_default_dtype(), str(default_device()))
-    key = (code, id(fn.f_globals()), state, args)
+    key = (code, id(fn.f_globals()), state, args, *same_function)
     return Call(key, tuple(walk.roots), tuple(walk.tensors))
 
 
@@ -499,7 +506,7 @@ class _Template:
             read = self.reads.get(node)
             if read is None:
                 text = reroot_local(what, self.call.roots).expr()
-                read = self.reads[node] = compile(text, "<bytegraph fragment input>", "eval")
+                read = self.reads[node] = compiled(text, "<bytegraph fragment input>", "eval")
             value = evaluate(read, env, roots)
             vt = wrap(tx, value, source)
             old = self.input_examples.get(node)
