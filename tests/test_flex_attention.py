@@ -85,11 +85,25 @@ DOCUMENTS = torch.tensor([0] * 5 + [1] * 7 + [2] * 4)
 def test_block_mask_made_in_the_trace(backend: str, program) -> None:
     # No gradients: torch 2.13's flex_attention has no backward on CPU, eager's included.
     args = qkv() + ((DOCUMENTS,) if program is made_document_mask else ())
+    if backend == "inductor":
+        _xfail_where_inductor_itself_differs(program, args)
     counting = check(program, args, backend)
     assert any(getattr(t, "__name__", "") == "apply_flex_attention_made_mask"
                for t in counting.targets())
     argsorts = [n for g in counting.graphs for n in g.graph.nodes if n.target is torch.argsort]
     assert argsorts and all(n.meta["custom"] == {"fallback_to_eager": True} for n in argsorts)
+
+
+def _xfail_where_inductor_itself_differs(program, args: tuple) -> None:
+    """On some CPUs (seen on an AVX2-only AMD EPYC) Inductor's CPU flex_attention kernel
+    gives another result than eager for the document mask, under torch.compile as well
+    (its wrong values even vary with what was compiled before). There the comparison
+    with eager is an expected failure; everywhere else the test runs in full."""
+    torch._dynamo.reset()
+    theirs = torch.compile(program, backend="inductor", fullgraph=True)(*args)
+    if not torch.allclose(theirs, program(*args), atol=1e-5, rtol=1e-4):
+        pytest.xfail("Inductor's flex_attention kernel differs from eager on this CPU "
+                     "(torch.compile's result too)")
 
 
 def made_and_returned(q, k, v):
