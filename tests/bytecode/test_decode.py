@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bytegraph.bytecode import compat
-from bytegraph.bytecode import instructions
+from bytegraph.bytecode import compat, instructions
 from bytegraph.bytecode.instructions import DecodedCode, Instruction, decode
 
 # What an exhausted FOR_ITER skips past the instruction ``dis`` names as its target:
