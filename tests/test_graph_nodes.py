@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import pytest
 import torch
 import torch.fx
 
@@ -146,3 +147,43 @@ def test_a_full_memo_is_emptied(monkeypatch) -> None:
     for rows in (1, 2, 3):
         metadata.run("call_function", _doubled_rows, (_meta(rows, 4),), {})
     assert len(metadata._memo) == 1
+
+
+def _sliced_product(t: torch.Tensor) -> tuple[torch.Tensor, None]:
+    """A view of a tensor the op makes inside, and a None (as multi_head_attention_forward's
+    ``(attn_output, None)``)."""
+    return (t * 2)[1:, 2:].t(), None
+
+
+def _split_product(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (t * 2).split(2)
+
+
+def _own_slice(t: torch.Tensor) -> torch.Tensor:
+    return t[1:]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_view_of_a_tensor_made_inside_is_memoized_with_its_layout(monkeypatch, grad) -> None:
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+    x = _meta(4, 6, grad=grad) * 1  # not a leaf when it requires grad
+    first, none = metadata.run("call_function", _sliced_product, (x,), {})
+    assert none is None and len(metadata._memo) == 1
+    hit, none = metadata.run("call_function", _sliced_product, (x,), {})
+    assert hit is not first and none is None
+    assert metadata.spec_of(hit) == metadata.spec_of(first)  # shape, strides, offset, grad
+    hit.add_(1)  # in-place stays legal, as on eager's view
+
+
+def test_views_autograd_tells_apart_or_of_an_input_are_not_memoized(monkeypatch) -> None:
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+    x = _meta(4, 6, grad=True) * 1
+    parts = metadata.run("call_function", _split_product, (x,), {})
+    with pytest.raises(RuntimeError, match="view"):  # eager refuses it, and so must a hit
+        parts[0].add_(1)
+    metadata.run("call_function", _own_slice, (x,), {})
+    assert metadata._memo == {}

@@ -29,9 +29,10 @@ must reach its base, e.g. to make the base require grad).
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ import torch
 from bytegraph import config
 from bytegraph.exc import Unsupported
 from bytegraph.graph import shape_rules
+from bytegraph.graph.subgraphs import storage_id
 
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -57,12 +59,17 @@ class TensorSpec:
 
     def build(self) -> torch.Tensor:
         t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=META)
+        if self.requires_grad and not self.is_leaf:
+            # A clone is no leaf, so later in-place ops stay legal; it keeps the strides
+            # of a dense tensor, and a view's (a slice's) are kept by a strided view.
+            t = t.requires_grad_().clone()
+            if self.storage_offset or t.stride() != self.stride:
+                t = _non_leaf_strided(self.shape, self.stride, self.storage_offset, self.dtype)
+            return t
         if self.storage_offset:
             t = t.as_strided(self.shape, self.stride, self.storage_offset)
         if self.requires_grad:
             t.requires_grad_()
-            if not self.is_leaf:  # clone: not a leaf, so later in-place ops stay legal
-                t = t.clone()
         return t
 
 
@@ -108,12 +115,19 @@ def _view_meta(real: torch.Tensor) -> torch.Tensor:
 
 
 def _non_leaf_meta(real: torch.Tensor) -> torch.Tensor:
-    # A strided view of a cloned buffer: not a leaf (so in-place ops stay legal,
-    # as they are on ``real``), with ``real``'s exact strides and offset.
-    extent = sum((n - 1) * s for n, s in zip(real.shape, real.stride()) if n > 0)
-    size = real.storage_offset() + extent + 1 if real.numel() else 0
-    buffer = torch.empty(size, dtype=real.dtype, device=META, requires_grad=True).clone()
-    return buffer.as_strided(real.shape, real.stride(), real.storage_offset())
+    return _non_leaf_strided(real.shape, real.stride(), real.storage_offset(), real.dtype)
+
+
+def _non_leaf_strided(
+    shape: Sequence[int], stride: Sequence[int], offset: int, dtype: torch.dtype
+) -> torch.Tensor:
+    # A strided view of a cloned buffer: not a leaf (so in-place ops stay legal, as on
+    # the tensor it stands for), with exactly these strides and offset.
+    numel = math.prod(shape)
+    extent = sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
+    size = offset + extent + 1 if numel else 0
+    buffer = torch.empty(size, dtype=dtype, device=META, requires_grad=True).clone()
+    return buffer.as_strided(shape, stride, offset)
 
 
 def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
@@ -600,16 +614,32 @@ def default_device() -> torch.device:
 
 
 def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
-    """Memoize only results made of new meta tensors (not inputs returned as-is, not
-    views, not tensors with data: ``torch.div(512, 256)`` of Python numbers makes a real
-    0-d tensor even under the meta device, and a later ``view(n, that, ...)`` reads its
-    value; a memo hit would give a meta tensor without it)."""
-    inputs = {id(t) for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)}
-    leaves = _leaves(result, [])
-    return all(
-        isinstance(t, torch.Tensor) and t.is_meta and id(t) not in inputs and not t._is_view()
-        for t in leaves
-    )
+    """Memoize only results made of new meta tensors (and Nones), each on memory of its
+    own: not inputs returned as-is, nor anything sharing an input's memory, not tensors
+    with data (``torch.div(512, 256)`` of Python numbers makes a real 0-d tensor even
+    under the meta device, and a later ``view(n, that, ...)`` reads its value; a memo hit
+    would give a meta tensor without it). A view of a tensor the op made inside
+    (``multi_head_attention_forward``'s output) is kept as a tensor of the same
+    metadata, unless autograd tells it apart from one: a view of a multi-output op or
+    made under no_grad, where eager refuses some in-place ops."""
+    inputs = [t for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)]
+    taken = {storage_id(t) for t in inputs}
+    input_ids = {id(t) for t in inputs}
+    for t in _leaves(result, []):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or not t.is_meta or id(t) in input_ids:
+            return False
+        storage = storage_id(t)
+        if storage in taken or (
+            t._is_view() and torch._C._autograd._get_creation_meta(t) != _PLAIN_VIEW
+        ):
+            return False
+        taken.add(storage)
+    return True
+
+
+_PLAIN_VIEW = torch._C._autograd.CreationMeta.DEFAULT
 
 
 def result_device(
