@@ -179,6 +179,27 @@ def reset_dynamo() -> None:
     torch._dynamo.reset()
 
 
+# --clear-caches: each trace starts without the pure memos a reset keeps (decoded
+# bytecode, op metadata, compiled check text; torch.compile's cleaned instructions and
+# FakeTensor dispatch cache), as the first trace of a program in a process does.
+CLEAR_CACHES = [False]
+
+
+def clear_pure_caches() -> None:
+    from torch._dynamo.bytecode_transformation import _cached_cleaned_instructions
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from bytegraph.bytecode import instructions
+    from bytegraph.graph import metadata
+    from bytegraph.guards import compiled_text
+
+    for cache in (instructions._decoded_cache, metadata._memo, metadata._worth_memoizing,
+                  compiled_text._compiled):
+        cache.clear()
+    _cached_cleaned_instructions.cache_clear()
+    FakeTensorMode.cache_clear()
+
+
 SYSTEMS = {
     "bytegraph": System(bytegraph.reset, bytegraph.compile),
     "torch.compile": System(reset_dynamo, torch.compile),
@@ -199,6 +220,8 @@ def time_first_call(
     """Seconds for compile() + the first call (the trace), after a reset; and bytegraph's
     seconds per stage of that compile (its entries' ``stage_seconds``, wall clock)."""
     system.reset()
+    if CLEAR_CACHES[0]:
+        clear_pure_caches()
     fn = own_copy(program.fn)  # copying the module is neither system's work
     gc.collect()
     gc.disable()
@@ -445,8 +468,14 @@ def main() -> None:
         "--no-reuse", action="store_true",
         help="bytegraph traces every repeated block again (config.reuse_fragments off)",
     )
+    parser.add_argument(
+        "--clear-caches", action="store_true",
+        help="each trace starts without either system's pure memos (decoded bytecode, op "
+             "metadata...), which a reset keeps: a program's first trace in a process",
+    )
     opts = parser.parse_args()
     bytegraph.config.reuse_fragments = not opts.no_reuse
+    CLEAR_CACHES[0] = opts.clear_caches
     torch.set_num_threads(opts.threads)
     if opts.cpu_time:
         CLOCK[0] = stage_times.CLOCK[0] = time.thread_time
@@ -455,6 +484,7 @@ def main() -> None:
         f"{torch.get_num_threads()} threads, {platform.machine()}, "
         f"{'thread CPU time' if opts.cpu_time else 'wall clock'}"
         f"{', no block reuse' if opts.no_reuse else ''}"
+        f"{', pure caches cleared before each trace' if opts.clear_caches else ''}"
     )
     start = time.perf_counter()
     warm_up()
