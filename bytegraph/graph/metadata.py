@@ -22,8 +22,10 @@ wrong, and how it is covered: the device (tracked beside, by the rules in
 tell a data-dependent op, ``nonzero`` or ``.item()``, whose break names the
 config switch that would capture it); aliasing between memoized outputs
 and their inputs (a memo hit returns a fresh tensor, so neither ops that
-mutate nor ops whose results are views are memoized: an in-place op on a view
-must reach its base, e.g. to make the base require grad).
+mutate nor ops whose results view an input are memoized: an in-place op on a view
+must reach its base, e.g. to make the base require grad; a view of a tensor the
+op made inside is, unless autograd tells it apart from a plain tensor).
+The memo outlives ``bytegraph.reset()`` for torch's own ops (``reset`` below).
 """
 
 from __future__ import annotations

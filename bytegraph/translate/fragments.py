@@ -10,7 +10,11 @@ the recorded nodes, when that provably builds what inlining would build:
    state, and an abstract form of every bound argument: a tensor by its metadata
    (and by which earlier argument it is, or shares memory with), a constant by
    type and value, an nn.Module read through a source by its class (a *root*),
-   tuples and keyword dicts of those. Anything else: plain inlining.
+   tuples and keyword dicts of those; for a closure (a decorator's wrapper, which
+   Hugging Face puts around every layer's forward), the function object itself, so
+   its cells are the first call's (a write to one in the trace is in the side effect
+   log, whose reads by the first call a later call compares before copying).
+   Anything else: plain inlining.
 2. **Record** (``_Recording``): the call is inlined as always; afterwards the
    fragment is kept only if the call left no trace outside the graph: the side
    effect log empty before and after, no flag of the OutputGraph changed (input
@@ -33,7 +37,7 @@ the recorded nodes, when that provably builds what inlining would build:
 
 Dynamic-shape traces (fake tensors), calls inside a higher-order body, under a
 TorchFunctionMode, autocast, inference mode or a functorch transform, and
-closures are never reused. ``config.reuse_fragments`` switches it off;
+functions made in the trace with cells of their own are never reused. ``config.reuse_fragments`` switches it off;
 ``STATS`` counts reused calls and the ``fragments`` log artifact names them.
 """
 
