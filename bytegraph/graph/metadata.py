@@ -58,27 +58,33 @@ class TensorSpec:
     dtype: torch.dtype
     requires_grad: bool
     is_leaf: bool  # torch.zeros(3, requires_grad=True) is a leaf that requires grad
+    is_view: bool = False  # a view of a tensor the op made inside (_is_fresh_result)
 
     def build(self) -> torch.Tensor:
+        if self.is_view:  # a view of a buffer of its own, as the op's result views its own
+            if self.requires_grad:
+                return _non_leaf_strided(self.shape, self.stride, self.storage_offset, self.dtype)
+            buffer = torch.empty(_storage_size(self.shape, self.stride, self.storage_offset),
+                                 dtype=self.dtype, device=META)
+            return buffer.as_strided(self.shape, self.stride, self.storage_offset)
         t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=META)
-        if self.requires_grad and not self.is_leaf:
-            # A clone is no leaf, so later in-place ops stay legal; it keeps the strides
-            # of a dense tensor, and a view's (a slice's) are kept by a strided view.
-            t = t.requires_grad_().clone()
-            if self.storage_offset or t.stride() != self.stride:
-                t = _non_leaf_strided(self.shape, self.stride, self.storage_offset, self.dtype)
-            return t
         if self.storage_offset:
             t = t.as_strided(self.shape, self.stride, self.storage_offset)
         if self.requires_grad:
             t.requires_grad_()
+            if not self.is_leaf:  # clone: not a leaf, so later in-place ops stay legal
+                t = t.clone()
+                if t.stride() != self.stride or self.storage_offset:  # a clone kept neither
+                    t = _non_leaf_strided(
+                        self.shape, self.stride, self.storage_offset, self.dtype
+                    )
         return t
 
 
 def spec_of(t: torch.Tensor) -> TensorSpec:
     return TensorSpec(
         tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.requires_grad,
-        t.is_leaf,
+        t.is_leaf, t._is_view(),
     )
 
 
@@ -125,11 +131,16 @@ def _non_leaf_strided(
 ) -> torch.Tensor:
     # A strided view of a cloned buffer: not a leaf (so in-place ops stay legal, as on
     # the tensor it stands for), with exactly these strides and offset.
-    numel = math.prod(shape)
-    extent = sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
-    size = offset + extent + 1 if numel else 0
+    size = _storage_size(shape, stride, offset)
     buffer = torch.empty(size, dtype=dtype, device=META, requires_grad=True).clone()
     return buffer.as_strided(shape, stride, offset)
+
+
+def _storage_size(shape: Sequence[int], stride: Sequence[int], offset: int) -> int:
+    """Elements of storage a tensor of this layout reaches."""
+    if math.prod(shape) == 0:
+        return 0
+    return offset + sum((n - 1) * s for n, s in zip(shape, stride) if n > 0) + 1
 
 
 def run(kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
