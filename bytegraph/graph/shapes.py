@@ -32,6 +32,7 @@ program: fake example inputs carry the symbols to backends that trace again
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -66,18 +67,23 @@ class Layout:
 
     shape: tuple[int, ...]
     stride: tuple[int, ...]
-    forms: tuple[int | InferredStride, ...]
 
     @staticmethod
     def of(t: torch.Tensor) -> Layout:
-        shape, stride = tuple(t.shape), tuple(t.stride())
+        return Layout(tuple(t.shape), tuple(t.stride()))
+
+    @functools.cached_property
+    def forms(self) -> tuple[int | InferredStride, ...]:
+        """The strides in inferred form (worked out when compared: a model's parameters
+        are noted at every compile, and compared only if one changes)."""
+        shape, stride = self.shape, self.stride
         forms: list[int | InferredStride] = list(stride)
         candidates: dict[int, InferredStride] = {}
         for value, minus_dim in sorted((s, -i) for i, s in enumerate(stride)):
             dim = -minus_dim
             forms[dim] = candidates.get(value, value)
             candidates.setdefault(value * shape[dim], InferredStride(dim))
-        return Layout(shape, stride, tuple(forms))
+        return tuple(forms)
 
 
 @dataclasses.dataclass
@@ -134,14 +140,15 @@ class DynamicDims:
         the values of the ints it fixed that are read through an argument."""
         from bytegraph.guards.sources import ChildSource
 
+        read: dict[Source, Any] = {}  # a model's parameters share their modules' reads
         for source, _ in tensor_inputs:
             if isinstance(source, ChildSource) and source not in self.seen:
-                value = read_source(source, frame_values)
+                value = read_source(source, frame_values, read)
                 if type(value) in (torch.Tensor, torch.nn.Parameter):
                     self.inputs[source] = Layout.of(value)
         for source in int_inputs:
             if isinstance(source, ChildSource) and source not in self.ints:
-                value = read_source(source, frame_values)
+                value = read_source(source, frame_values, read)
                 if type(value) is int:
                     self.inner_ints[source] = value
 
@@ -151,12 +158,13 @@ class DynamicDims:
         changes = []
         if not self.automatic:
             return changes
+        read: dict[Source, Any] = {}
         for source, before in self.inputs.items():
-            value = read_source(source, frame_values)
+            value = read_source(source, frame_values, read)
             if type(value) in (torch.Tensor, torch.nn.Parameter):
                 changes += self._compare(source, before, Layout.of(value))
         for source, before in list(self.inner_ints.items()):
-            number = read_source(source, frame_values)
+            number = read_source(source, frame_values, read)
             if type(number) is int and number != before:
                 del self.inner_ints[source]
                 self.ints.add(source)
@@ -233,24 +241,32 @@ def argument_ints(frame_values: dict[str, Any]) -> list[tuple[Source, int]]:
     return [(LocalSource(n), v) for n, v in frame_values.items() if type(v) is int]
 
 
-def read_source(source: Source, frame_values: dict[str, Any]) -> Any:
+def read_source(
+    source: Source, frame_values: dict[str, Any], read: dict[Source, Any] | None = None
+) -> Any:
     """The value ``source`` reads in a call with these arguments (attributes and items of
-    an argument), or ``_UNREADABLE``."""
+    an argument), or ``_UNREADABLE``; ``read`` keeps what was read, by source, for the
+    sources of one call that share their bases (a model's parameters, their modules')."""
     from bytegraph.guards.sources import AttrSource, GetItemSource, LocalSource
 
+    if read is not None and source in read:
+        return read[source]
     if isinstance(source, LocalSource):
-        return frame_values.get(source.name, _UNREADABLE)
-    if not isinstance(source, (AttrSource, GetItemSource)):
-        return _UNREADABLE
-    base = read_source(source.base, frame_values)
-    if base is _UNREADABLE:
-        return _UNREADABLE
-    try:
-        return getattr(base, source.attr) if isinstance(source, AttrSource) else (
-            base[source.index]
-        )
-    except Exception:  # noqa: BLE001  (the object changed: nothing to compare)
-        return _UNREADABLE
+        value = frame_values.get(source.name, _UNREADABLE)
+    elif not isinstance(source, (AttrSource, GetItemSource)):
+        value = _UNREADABLE
+    else:
+        value = read_source(source.base, frame_values, read)
+        if value is not _UNREADABLE:
+            try:
+                value = getattr(value, source.attr) if isinstance(source, AttrSource) else (
+                    value[source.index]
+                )
+            except Exception:  # noqa: BLE001  (the object changed: nothing to compare)
+                value = _UNREADABLE
+    if read is not None:
+        read[source] = value
+    return value
 
 
 _UNREADABLE = object()
