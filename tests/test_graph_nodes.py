@@ -187,3 +187,17 @@ def test_views_autograd_tells_apart_or_of_an_input_are_not_memoized(monkeypatch)
         parts[0].add_(1)
     metadata.run("call_function", _own_slice, (x,), {})
     assert metadata._memo == {}
+
+
+def test_the_memo_tells_a_real_tensor_from_a_meta_one(monkeypatch) -> None:
+    """``torch.div(n, w) - 1`` of two ints is a real 0-d tensor with data (a later view
+    reads its value: Hugging Face's LED). After the same op on a meta tensor of the same
+    metadata (another model, earlier in the process), the memo must not answer it."""
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+    on_meta = torch.empty((), dtype=torch.int64, device=metadata.META)
+    assert metadata.run("call_function", operator.sub, (on_meta, 1), {}).is_meta
+    real = torch.div(12, 4, rounding_mode="trunc")
+    result = metadata.run("call_function", operator.sub, (real, 1), {})
+    assert not result.is_meta and result.item() == 2

@@ -602,10 +602,12 @@ def _flat_leaves(values: Any, parts: list[Any]) -> bool:
     has none (a container, an object): the key must picture it otherwise."""
     for value in values:
         if isinstance(value, torch.Tensor):
-            # spec_of's fields, as a plain tuple: a frozen dataclass costs more to make
+            # spec_of's fields, as a plain tuple: a frozen dataclass costs more to make;
+            # and whether it is meta: an op on a real tensor with data (``torch.div`` of
+            # two ints) gives a real tensor, which a later view reads the value of
             parts.append((
                 value.shape, value.stride(), value.storage_offset(), value.dtype,
-                value.requires_grad, value.is_leaf,
+                value.requires_grad, value.is_leaf, value.is_meta,
             ))
         elif isinstance(value, _KEY_SCALARS):
             parts.append((type(value), value))
