@@ -201,3 +201,8 @@ def test_the_memo_tells_a_real_tensor_from_a_meta_one(monkeypatch) -> None:
     real = torch.div(12, 4, rounding_mode="trunc")
     result = metadata.run("call_function", operator.sub, (real, 1), {})
     assert not result.is_meta and result.item() == 2
+    # Its value decides a size: never a key, so another value is never answered by it.
+    x = _meta(2, 3)
+    for n in (2, 3):
+        made = metadata.run("call_method", "new_zeros", (x, (4, torch.tensor(n))), {})
+        assert made.shape == (4, n)

@@ -602,12 +602,14 @@ def _flat_leaves(values: Any, parts: list[Any]) -> bool:
     has none (a container, an object): the key must picture it otherwise."""
     for value in values:
         if isinstance(value, torch.Tensor):
-            # spec_of's fields, as a plain tuple: a frozen dataclass costs more to make;
-            # and whether it is meta: an op on a real tensor with data (``torch.div`` of
-            # two ints) gives a real tensor, which a later view reads the value of
+            if not value.is_meta:
+                # A real tensor with data (``torch.div`` of two ints): its value may decide
+                # the result (a size of ``new_zeros``), and an op on it gives a real one.
+                return False
+            # spec_of's fields, as a plain tuple: a frozen dataclass costs more to make
             parts.append((
                 value.shape, value.stride(), value.storage_offset(), value.dtype,
-                value.requires_grad, value.is_leaf, value.is_meta,
+                value.requires_grad, value.is_leaf,
             ))
         elif isinstance(value, _KEY_SCALARS):
             parts.append((type(value), value))
