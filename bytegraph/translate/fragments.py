@@ -37,8 +37,9 @@ the recorded nodes, when that provably builds what inlining would build:
 
 Dynamic-shape traces (fake tensors), calls inside a higher-order body, under a
 TorchFunctionMode, autocast, inference mode or a functorch transform, and
-functions made in the trace with cells of their own are never reused. ``config.reuse_fragments`` switches it off;
-``STATS`` counts reused calls and the ``fragments`` log artifact names them.
+functions made in the trace with cells of their own are never reused.
+``config.reuse_fragments`` switches it off; ``STATS`` counts reused calls and the
+``fragments`` log artifact names them.
 """
 
 from __future__ import annotations
