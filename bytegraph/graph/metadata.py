@@ -636,9 +636,10 @@ def _is_fresh_result(result: Any, args: tuple, kwargs: dict) -> bool:
     with data (``torch.div(512, 256)`` of Python numbers makes a real 0-d tensor even
     under the meta device, and a later ``view(n, that, ...)`` reads its value; a memo hit
     would give a meta tensor without it). A view of a tensor the op made inside
-    (``multi_head_attention_forward``'s output) is kept as a tensor of the same
-    metadata, unless autograd tells it apart from one: a view of a multi-output op or
-    made under no_grad, where eager refuses some in-place ops."""
+    (``multi_head_attention_forward``'s output) is kept, and rebuilt as a view of a
+    buffer of its own (``TensorSpec.build``), unless autograd tells it apart from such
+    a view: a view of a multi-output op or made under no_grad, where eager refuses some
+    in-place ops."""
     inputs = [t for t in _leaves((args, kwargs), []) if isinstance(t, torch.Tensor)]
     taken = {storage_id(t) for t in inputs}
     input_ids = {id(t) for t in inputs}
