@@ -93,6 +93,9 @@ def _cell_scale():
         nonlocal scale
         scale = value
 
+    def scale_now() -> float:
+        return scale
+
     def scaled(forward):
         @functools.wraps(forward)
         def wrapper(self, x):
@@ -100,10 +103,10 @@ def _cell_scale():
 
         return wrapper
 
-    return set_scale, scaled
+    return set_scale, scale_now, scaled
 
 
-SET_SCALE, SCALED = _cell_scale()
+SET_SCALE, SCALE_NOW, SCALED = _cell_scale()
 
 
 class CellScaledBlock(Block):
@@ -366,6 +369,14 @@ def test_a_closure_cell_that_changes_between_blocks(counting_backend) -> None:
     reused = _run(model, x, counting_backend)
     assert "_cell_scale.<locals>.scaled.<locals>.wrapper" not in reused
     assert reused == {"CellScaledBlock.forward": 2}
+    # The cell as each leaves it: the compiled call's stores are replayed, as eager's run.
+    compiled = bytegraph.compile(copy.deepcopy(model), backend=counting_backend)
+    SET_SCALE(0.0)
+    got = compiled(x)
+    after_compiled = SCALE_NOW()
+    SET_SCALE(0.0)
+    torch.testing.assert_close(got, model(x), rtol=0, atol=0)
+    assert after_compiled == SCALE_NOW() == 4.0
     SET_SCALE(1.0)
 
 

@@ -105,7 +105,7 @@ def to_meta(real: torch.Tensor) -> torch.Tensor:
     if real._base is not None:
         return _view_meta(real)
     if real.requires_grad and not real.is_leaf:
-        return _non_leaf_meta(real)
+        return _non_leaf_strided(real.shape, real.stride(), real.storage_offset(), real.dtype)
     t = torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device=META)
     if real.storage_offset():
         t = t.as_strided(real.shape, real.stride(), real.storage_offset())
@@ -120,10 +120,6 @@ def _view_meta(real: torch.Tensor) -> torch.Tensor:
     if real.requires_grad and not t.requires_grad:  # a view of a leaf, made a leaf itself
         t.requires_grad_()
     return t
-
-
-def _non_leaf_meta(real: torch.Tensor) -> torch.Tensor:
-    return _non_leaf_strided(real.shape, real.stride(), real.storage_offset(), real.dtype)
 
 
 def _non_leaf_strided(

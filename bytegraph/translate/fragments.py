@@ -174,13 +174,13 @@ class Call:
 
 def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]) -> Call:
     code = fn.code()
-    same_function: tuple[Any, ...] = ()
+    closure = None
     if code.co_freevars:
         # A decorator's wrapper (``functools.wraps``): one function object, so the same
         # cells; a write to one in the trace is in the log, whose reads are compared.
         if type(fn) is not UserFunctionVariable or not fn.by_identity:
             raise Refused("a closure made in the trace")
-        same_function = (fn.fn,)
+        closure = fn.fn
     walk = _Walk()
     varkw = _varkw_name(code)
     args = tuple(
@@ -188,7 +188,7 @@ def describe(tx: Tx, fn: BaseFunctionVariable, bound: dict[str, VariableTracker]
         for name, vt in bound.items()
     )
     state = (torch.is_grad_enabled(), torch.get_default_dtype(), str(default_device()))
-    key = (code, id(fn.f_globals()), state, args, *same_function)
+    key = (code, id(fn.f_globals()), state, args, closure)
     return Call(key, tuple(walk.roots), tuple(walk.tensors))
 
 
