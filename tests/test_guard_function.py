@@ -189,3 +189,46 @@ def test_a_recompile_for_new_sizes_reuses_the_compiled_guard_text(monkeypatch):
     assert len(compiled_texts) == len(set(compiled_texts))
     passes = sorted((e.guard.check(small), e.guard.check(large)) for e in cf.entries)
     assert passes == [(False, True), (True, False)]
+
+
+def test_a_callees_globals_are_read_through_its_module_dict_bound_as_a_constant(monkeypatch):
+    """A global of another module's function is read from that module's dict, bound as a
+    constant of the guard, not through ``__import__('sys').modules`` (a call per check).
+    The entry still recompiles when the global changes, and it keeps reading the dict
+    the callee reads where ``sys.modules`` later names another module."""
+    import sys
+    import types
+
+    import bytegraph
+    from bytegraph.guards import compiled_text
+
+    texts: list[str] = []
+    real_compile = compile
+
+    def spying_compile(source, filename, mode, *args, **kwargs):
+        texts.append(source)
+        return real_compile(source, filename, mode, *args, **kwargs)
+
+    monkeypatch.setattr(compiled_text, "compile", spying_compile, raising=False)
+    monkeypatch.setattr(compiled_text, "_compiled", {})
+    helper = types.ModuleType("bytegraph_test_callee_module")
+    exec("SCALE = 2.0\ndef scaled(x):\n    return x * SCALE\n", helper.__dict__)
+    monkeypatch.setitem(sys.modules, helper.__name__, helper)
+
+    def f(x):
+        return helper.scaled(x) + 1
+
+    cf = bytegraph.compile(f, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x), f(x))
+    reading_scale = [text for text in texts if "'SCALE'" in text]
+    assert reading_scale and not any("__import__" in text for text in reading_scale)
+
+    helper.SCALE = 3.0
+    torch.testing.assert_close(cf(x), f(x))  # x * 3 + 1
+    torch.testing.assert_close(cf(x), x * 3 + 1)
+    assert len(cf.entries) == 2
+
+    monkeypatch.setitem(sys.modules, helper.__name__, types.ModuleType(helper.__name__))
+    torch.testing.assert_close(cf(x), f(x))  # helper.scaled still reads helper's SCALE
+    assert len(cf.entries) == 2

@@ -38,6 +38,7 @@ from bytegraph.guards.shared_reads import READ, SharedReads, Templates, read_mar
 from bytegraph.guards.sources import (
     KEPT_CONSTANTS,
     ClosureCellSource,
+    ModuleGlobalSource,
     Source,
     local_name,
 )
@@ -71,7 +72,7 @@ class GuardFunctionBuilder:
         self.fast = share_reads
         self._types: dict[Source, Any] = {}  # sources whose exact type is checked by now
         self._cached_templates: dict[tuple[Any, ...], Templates] = {}
-        self._reads = SharedReads(self._types)
+        self._reads = SharedReads(self._types, self.const)
 
     def ref(self, source: Source) -> str:
         """The text that reads ``source`` at this point of the guard expression."""
@@ -207,7 +208,10 @@ class GuardFunctionBuilder:
         if kind is GuardKind.SUBTREE:
             return [f"{self.const(expected)}({e()})"]
         if kind is GuardKind.GLOBAL_ABSENT:
-            module_dict = getattr(guard.source, "dict_expr", lambda: "___G")()
+            source = guard.source
+            module_dict = "___G"
+            if isinstance(source, ModuleGlobalSource):
+                module_dict = source.dict_expr(self.const if self.share_reads else None)
             return [f"{guard.source.name!r} not in {module_dict}"]
         raise ValueError(f"unknown guard kind {kind}")
 

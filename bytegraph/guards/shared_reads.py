@@ -20,6 +20,11 @@ first read stored::
    instance dict where the lookup would find them there
    (``cheaper_forms.reads_instance_dict``): a dict subscript, not a call of
    ``nn.Module.__getattr__``.
+5. A source with a ``bound_expr(const, base)`` reads through objects bound as
+   constants of the guard function (``const(obj)`` names one; ``base`` is the text
+   that reads its base): another module's global (an inlined callee's) through
+   that module's dict, where the plain text calls ``__import__('sys')`` (GPT-2's
+   guard read 84 such globals, a call each).
 
 The text that reads a source must be a primary expression (a name, an
 attribute, a subscript or a call), as every ``Source.expr()`` is: it is put
@@ -29,6 +34,7 @@ where the template had ``READ``, whatever surrounds it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bytegraph.guards import cheaper_forms
@@ -62,7 +68,8 @@ class Templates(NamedTuple):
 class SharedReads:
     """The locals of one fast guard function, and the text that reads each source."""
 
-    def __init__(self, checked_types: dict[Source, Any]) -> None:
+    def __init__(self, checked_types: dict[Source, Any], const: Callable[[Any], str]) -> None:
+        self._const = const  # the name of a constant of the guard function
         self._locals: dict[str, str] = {}  # a source's plain text -> its local
         self._reused: set[str] = set()  # the locals read again after their store
         self._types = checked_types  # sources whose exact type is checked by now
@@ -109,7 +116,10 @@ class SharedReads:
     def _first_read(self, source: Source, plain: str) -> str:
         """``(___s3<STORE>text)``: ``source`` read through its base's local."""
         base = getattr(source, "base", None)
-        if base is None:
+        bound_expr = getattr(source, "bound_expr", None)
+        if bound_expr is not None:
+            text = bound_expr(self._const, base and self.ref(base))
+        elif base is None:
             text = plain
         elif isinstance(source, AttrSource) and self._reads_instance_dict(base, source.attr):
             instance_dict = self._locals.get(f"{base.expr()}.__dict__")

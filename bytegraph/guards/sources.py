@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import bytecode as bc
@@ -169,15 +171,21 @@ class ModuleGlobalSource(Source):
     module: str
     name: str
 
-    def dict_expr(self) -> str:
-        return f"__import__('sys').modules[{self.module!r}].__dict__"
+    def dict_expr(self, const: Callable[[Any], str] | None = None) -> str:
+        """The module's dict: read through ``sys.modules``, or bound as a constant. The
+        bound dict is the callee's ``__globals__`` (``names.global_source`` checked it),
+        what the trace read even where ``sys.modules`` later holds another module."""
+        if const is None:
+            return f"__import__('sys').modules[{self.module!r}].__dict__"
+        return const(sys.modules[self.module].__dict__)
 
     def _expr(self) -> str:
         return f"{self.dict_expr()}[{self.name!r}]"
 
-    def reconstruct(self, codegen: PyCodegen) -> None:
-        import sys
+    def bound_expr(self, const: Callable[[Any], str], base: None) -> str:
+        return f"{self.dict_expr(const)}[{self.name!r}]"
 
+    def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_const(sys.modules[self.module].__dict__)
         codegen.load_const(self.name)
         codegen.append(bc.Instr("BINARY_SUBSCR"))

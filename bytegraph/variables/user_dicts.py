@@ -27,6 +27,7 @@ it escapes, without running any of its class's code:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -63,6 +64,9 @@ class MappingKeysSource(ChildSource):
     def _expr(self) -> str:
         return f"tuple({_base_expr(self.mapping_type)}.keys({self.base.expr()}))"
 
+    def bound_expr(self, const: Callable[[Any], str], base: str) -> str:
+        return f"tuple({const(self.mapping_type)}.keys({base}))"
+
     def reconstruct(self, codegen: PyCodegen) -> None:
         raise Unsupported("mapping_contents", "loading the keys of a mapping (guards only)")
 
@@ -75,6 +79,9 @@ class MappingItemSource(ChildSource):
 
     def _expr(self) -> str:
         return f"dict.__getitem__({self.base.expr()}, {const_expr(self.key)})"
+
+    def bound_expr(self, const: Callable[[Any], str], base: str) -> str:
+        return f"dict.__getitem__({base}, {const_expr(self.key)})"
 
     def reconstruct(self, codegen: PyCodegen) -> None:
         codegen.load_callable(dict.__getitem__)

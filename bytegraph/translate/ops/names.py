@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import sys
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bytecode as bc
@@ -218,6 +219,9 @@ class SysModulesSource(Source):
 
     def _expr(self) -> str:
         return f"__import__('sys').modules[{self.name!r}]"
+
+    def bound_expr(self, const: Callable[[Any], str], base: None) -> str:
+        return f"{const(sys.modules)}[{self.name!r}]"
 
     def reconstruct(self, codegen: Any) -> None:
         codegen.load_const(sys.modules)
