@@ -44,6 +44,7 @@ from bytegraph.dropped_values import check_dropped, check_replaced, dropped
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
 from bytegraph.random_draws import DrawPlan
+from bytegraph.variables.base import VariableTracker
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -391,8 +392,6 @@ class SideEffects:
         partial's arguments...), a container's current contents instead of
         its initial ``items``, and the attributes stored on it.
         """
-        from bytegraph.variables.base import VariableTracker
-
         children: list[Any] = []
         if dataclasses.is_dataclass(vt):
             for field in dataclasses.fields(vt):

@@ -26,6 +26,8 @@ from bytegraph.guards.guard import KEYED_BY_EXPECTED, Guard, GuardKind
 from bytegraph.guards.sources import Source
 from bytegraph.random_draws import RandomValueSource
 from bytegraph.side_effects import SideEffects
+from bytegraph.variables.base import AttributeMutationExisting
+from bytegraph.variables.functions import CellVariable
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,9 +98,6 @@ class OutputGraph:
 
     def cell_for(self, cell: Any, source: Source | None) -> Any:
         """The one CellVariable standing for a real closure cell."""
-        from bytegraph.variables.base import AttributeMutationExisting
-        from bytegraph.variables.functions import CellVariable
-
         vt = self._cells.get(id(cell))
         if vt is not None and source is not None and vt.source is not None and source != vt.source:
             # Reached again another way (a resume function's own cell, and a closure's):

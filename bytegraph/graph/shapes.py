@@ -40,6 +40,7 @@ import torch._guards
 
 from bytegraph import config
 from bytegraph.graph.fake_memo import FakeMemo
+from bytegraph.guards.sources import AttrSource, GetItemSource, LocalSource
 from bytegraph.torch_markers import marked_dynamic, marked_static
 
 if TYPE_CHECKING:
@@ -247,8 +248,6 @@ def read_source(
     """The value ``source`` reads in a call with these arguments (attributes and items of
     an argument), or ``_UNREADABLE``; ``read`` keeps what was read, by source, for the
     sources of one call that share their bases (a model's parameters, their modules')."""
-    from bytegraph.guards.sources import AttrSource, GetItemSource, LocalSource
-
     if read is not None and source in read:
         return read[source]
     if isinstance(source, LocalSource):

@@ -75,7 +75,7 @@ from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.containers import TupleVariable
 from bytegraph.variables.functions import UserFunctionVariable
 from bytegraph.variables.nn_module import NNModuleVariable
-from bytegraph.variables.tensor import TensorVariable
+from bytegraph.variables.tensor import TensorVariable, getitem_as_index, unknown_layout
 
 if TYPE_CHECKING:
     from bytegraph.graph.output_graph import OutputGraph
@@ -144,7 +144,6 @@ def _quiet(output: OutputGraph) -> bool:
     """Whether the trace is where a fragment means the same wherever it is copied: the
     root graph, static shapes, no effect logged yet, no mode or transform active."""
     from bytegraph.variables.functional_call import overriding
-    from bytegraph.variables.tensor import getitem_as_index, unknown_layout
 
     return (
         output.tracer is output.root_tracer

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from bytegraph import config
 from bytegraph.exc import Unsupported
 from bytegraph.translate.fragments import inline_with_reuse
+from bytegraph.translate.translator import InliningInstructionTranslator
 from bytegraph.variables.base import ValueMutationNew, VariableTracker
 from bytegraph.variables.containers import DictVariable, TupleVariable
 from bytegraph.variables.exceptions import ObservedRaise
@@ -60,8 +61,6 @@ def _child(
     fn: BaseFunctionVariable,
     symbolic_locals: dict[str, VariableTracker],
 ) -> InliningInstructionTranslator:
-    from bytegraph.translate.translator import InliningInstructionTranslator
-
     code = fn.code()
     return InliningInstructionTranslator(
         code, symbolic_locals, fn.f_globals(), fn.cells(tx), tx.output,

@@ -79,6 +79,7 @@ from bytegraph.variables.logging_calls import (
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.namedtuples import NamedTupleClassVariable
 from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
+from bytegraph.variables.numpy import wrap_numpy_constant
 from bytegraph.variables.numpy_frame import wrap_numpy_object, wrap_numpy_value
 from bytegraph.variables.object_builtins import (
     OBJECT_BUILTINS,
@@ -527,7 +528,6 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if is_builtin_callable(value):
         return BuiltinVariable(value)
     if type(value).__module__ == "numpy":  # np.finfo(...).eps, a.dtype.type(1)...
-        from bytegraph.variables.numpy import wrap_numpy_constant
 
         return wrap_numpy_constant(value)
     raise Unsupported("trace_time_value", f"a {type(value).__name__} computed at trace time")

@@ -26,13 +26,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
+from bytegraph.guards.guard import GuardKind
+from bytegraph.translate.ops.exceptions import raise_python_error
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.containers import (
+    BaseSequenceVariable,
+    is_python_constant_now,
+    python_constant,
+)
+from bytegraph.variables.dicts import DictVariable, DictViewVariable
 from bytegraph.variables.exceptions import ObservedRaise
+from bytegraph.variables.function_modes import through_modes_builtin
 from bytegraph.variables.method_arguments import positional_bounds
 from bytegraph.variables.numpy import NdarrayVariable, numpy_operator
 from bytegraph.variables.random_state import random_arithmetic
 from bytegraph.variables.scalars import symbolic_arithmetic
+from bytegraph.variables.sets import SetVariable
 from bytegraph.variables.symbolic import operation as sym_int_operation
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 
@@ -162,8 +172,6 @@ class BuiltinVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if tx.output.function_modes and any(isinstance(a, TensorVariable) for a in args):
-            from bytegraph.variables.function_modes import through_modes_builtin
-
             dispatched = through_modes_builtin(tx, self.fn, args)
             if dispatched is not None:
                 return dispatched
@@ -257,8 +265,6 @@ def call(tx: InstructionTranslatorBase, fn: Any, *args: VariableTracker) -> Vari
 
 
 def _mutable(vt: VariableTracker) -> bool:
-    from bytegraph.variables.containers import BaseSequenceVariable
-
     if isinstance(vt, BaseSequenceVariable) and vt.mutation_type is None:
         return any(_mutable(i) for i in vt.items)
     return vt.mutation_type is not None
@@ -272,7 +278,6 @@ def fold(
 ) -> VariableTracker:
     """``fn`` run at trace time on the constants the arguments stand for."""
     from bytegraph.variables.builder import wrap_constant_result
-    from bytegraph.variables.containers import is_python_constant_now, python_constant
 
     if _consumes_iterables(fn):
         args = [_materialized(tx, a) for a in args]
@@ -287,7 +292,6 @@ def fold(
     try:
         result = fn(*values, **kw_values)
     except Exception as e:  # the program raises here in eager too: so does the trace
-        from bytegraph.translate.ops.exceptions import raise_python_error
 
         raise_python_error(tx, e, _name(fn))
     if mutable and not is_constant_value(result):  # it may be (or hold) a copied argument
@@ -316,8 +320,6 @@ def _materialized(tx: InstructionTranslatorBase, vt: VariableTracker) -> Variabl
 
 
 def _sequences(tx, a: VariableTracker, b: VariableTracker):
-    from bytegraph.variables.containers import BaseSequenceVariable
-
     if isinstance(a, BaseSequenceVariable) and isinstance(b, BaseSequenceVariable):
         return a.items_now(tx), b.items_now(tx)
     return None
@@ -503,10 +505,6 @@ def _delitem(tx, args, kwargs) -> VariableTracker | None:
 
 
 def _contains(tx, args, kwargs) -> VariableTracker | None:
-    from bytegraph.variables.containers import BaseSequenceVariable
-    from bytegraph.variables.dicts import DictVariable, DictViewVariable
-    from bytegraph.variables.sets import SetVariable
-
     container, item = args
     if isinstance(container, (DictVariable, SetVariable, DictViewVariable, BaseSequenceVariable)):
         return container.call_method(tx, "__contains__", [item], {})
@@ -516,8 +514,6 @@ def _contains(tx, args, kwargs) -> VariableTracker | None:
 
 def _identity(tx, args, kwargs) -> ConstantVariable | None:
     """``a is b`` when it can be decided at trace time."""
-    from bytegraph.variables.tensor import TensorVariable
-
     a, b = args
     if a is b:
         return ConstantVariable(True)
@@ -525,8 +521,6 @@ def _identity(tx, args, kwargs) -> ConstantVariable | None:
         # Distinct inputs are distinct objects (aliases share one VT, guarded), and stay
         # so: a later call passing one tensor for both misses (fuzz seed 2001 index 242).
         if a.source is not None and b.source is not None:
-            from bytegraph.guards.guard import GuardKind
-
             tx.output.add_guard(GuardKind.DISTINCT, b.source, (a.source,))
         return ConstantVariable(False)
     if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):

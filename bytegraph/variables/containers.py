@@ -28,6 +28,7 @@ from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.method_arguments import check_method_arguments
+from bytegraph.variables.sets import SetVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -66,7 +67,6 @@ def method_of(container: VariableTracker, name: str) -> VariableTracker:
 def python_constant(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
     """The Python value of a VT made of constants, containers read as they are now."""
     from bytegraph.variables.dicts import DictVariable, DictViewVariable
-    from bytegraph.variables.sets import SetVariable
 
     if isinstance(vt, BaseSequenceVariable):
         return vt.rebuild([python_constant(tx, i) for i in vt.items_now(tx)])

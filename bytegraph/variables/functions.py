@@ -19,8 +19,10 @@ import bytecode as bc
 from bytegraph.bytecode import assemble
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source
+from bytegraph.side_effects import DELETED
+from bytegraph.torch_markers import disabled_reason, is_disabled_module, torch_marking
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
-from bytegraph.variables.constant import is_constant_value
+from bytegraph.variables.constant import ConstantVariable, is_constant_value
 from bytegraph.variables.containers import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -44,7 +46,6 @@ class CellVariable(VariableTracker):
         return types.CellType
 
     def load(self, tx: InstructionTranslatorBase) -> VariableTracker:
-        from bytegraph.side_effects import DELETED
         from bytegraph.variables.builder import wrap, wrap_constant_result
 
         pending = tx.output.side_effects.load_attr(self, "cell_contents")
@@ -354,9 +355,6 @@ class MarkedFunctionVariable(VariableTracker):
         return self.fn
 
     def call_function(self, tx, args, kwargs):
-        from bytegraph.torch_markers import disabled_reason, is_disabled_module, torch_marking
-        from bytegraph.variables.constant import ConstantVariable
-
         if self.marking == "graph_break":
             name = "bytegraph" if torch_marking(self.fn) is None else "torch._dynamo"
             raise Unsupported("explicit_graph_break", f"{name}.graph_break()")

@@ -54,6 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph.bytecode import compat
 from bytegraph.exc import Unsupported
+from bytegraph.translate.ops.exceptions import (
+    mark_thrown,
+    pass_from_iterator,
+    raise_from_iterator,
+    root_translator,
+)
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.exceptions import ExceptionInstanceVariable, ObservedRaise
@@ -188,8 +194,6 @@ def _root_position(tx: Tx) -> tuple[int, int | None] | None:
 
 
 def _running_generators(tx: Tx) -> list[Any]:
-    from bytegraph.translate.ops.exceptions import root_translator
-
     return root_translator(tx).running_generators
 
 
@@ -243,12 +247,6 @@ class GeneratorVariable(IteratorVariable):
         thrown: ExceptionInstanceVariable | None = None,
     ) -> VariableTracker | Returned:
         """Run the frame to its next yield (the item) or its return (``Returned``)."""
-        from bytegraph.translate.ops.exceptions import (
-            mark_thrown,
-            pass_from_iterator,
-            raise_from_iterator,
-        )
-
         frame = self.frame
         if frame.running:
             raise_from_iterator(tx, ValueError, ConstantVariable("generator already executing"))

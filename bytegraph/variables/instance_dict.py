@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import TupleVariable
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
@@ -82,8 +83,6 @@ class InstanceDictVariable(VariableTracker):
         return self.call_method(tx, "__contains__", [item], {})
 
     def call_method(self, tx: Tx, name: str, args, kwargs) -> VariableTracker:
-        from bytegraph.variables.containers import TupleVariable
-
         if kwargs or name not in _READS:
             raise Unsupported(
                 "attribute_mutation", f"__dict__.{name} of an object (read-only here)"

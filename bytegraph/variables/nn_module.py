@@ -34,10 +34,15 @@ from bytegraph.guards.guard import GuardKind
 from bytegraph.guards.sources import AttrSource, GetItemSource, Source, source_record
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import TupleVariable
 from bytegraph.variables.module_conversions import ModuleToVariable, is_conversion_method
 from bytegraph.variables.module_tree import ModuleTreeMethodVariable, is_tree_method
 from bytegraph.variables.tensor import TensorVariable
-from bytegraph.variables.user_defined import MissingAttribute, UserDefinedObjectVariable
+from bytegraph.variables.user_defined import (
+    MissingAttribute,
+    UserDefinedObjectVariable,
+    is_plain_class,
+)
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -218,7 +223,6 @@ class NNModuleVariable(UserDefinedObjectVariable):
         hooks = self.forward_hooks(tx)
         result = self.var_getattr(tx, "forward").call_function(tx, args, kwargs)
         for hook in hooks:  # hook(module, args, output); a result other than None replaces it
-            from bytegraph.variables.containers import TupleVariable
 
             replaced = hook.call_function(tx, [self, TupleVariable(tuple(args)), result], {})
             if not (replaced.is_python_constant() and replaced.as_python_constant() is None):
@@ -361,8 +365,6 @@ class ModuleListSliceVariable(VariableTracker):
 
 def is_traceable_module(value: Any) -> bool:
     """nn.Modules modelled here: no TorchScript, no custom attribute access."""
-    from bytegraph.variables.user_defined import is_plain_class
-
     return (
         isinstance(value, nn.Module)
         and is_plain_class(type(value))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
+from bytegraph.translate.ops.exceptions import getattr_raising
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.builtin import BuiltinVariable
 from bytegraph.variables.constant import ConstantVariable
@@ -253,8 +254,6 @@ class ObjectBuiltinVariable(BuiltinVariable):
                 return ConstantVariable(False)
             return ConstantVariable(True)
         if fn is getattr and len(args) == 2:
-            from bytegraph.translate.ops.exceptions import getattr_raising
-
             return getattr_raising(tx, obj, _name_arg(args[1]))
         if fn is getattr and len(args) == 3:
             try:

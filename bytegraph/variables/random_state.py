@@ -37,6 +37,7 @@ import torch
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.guards.guard import GuardKind
+from bytegraph.guards.sources import AttrSource
 from bytegraph.random_draws import EXPR_OPERATORS, RandomValueSource, as_tensor
 from bytegraph.side_effects import TOP_SCOPE
 from bytegraph.variables.base import (
@@ -47,6 +48,7 @@ from bytegraph.variables.base import (
     VariableTracker,
 )
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -98,8 +100,6 @@ def _generator_method(value: Any) -> str | None:
 
 def wrap_random(tx: Tx, value: Any, source: Source) -> VariableTracker | None:
     """The VT of ``random.Random``, a plain generator, or a method bound to one."""
-    from bytegraph.guards.sources import AttrSource
-
     guard = tx.output.add_guard
     if value is random.Random:
         guard(GuardKind.ID_MATCH, source, value)
@@ -352,7 +352,6 @@ def random_arithmetic(tx: Tx, fn: Any, args: list, kwargs: dict) -> VariableTrac
     drawn = [a for a in args if isinstance(a, RandomValueVariable)]
     if not drawn:
         return None
-    from bytegraph.variables.tensor import TensorVariable
 
     exprs = [_expr(a) for a in args]
     if all(e is not None for e in exprs):

@@ -30,6 +30,7 @@ import torch
 import torch.fx
 
 from bytegraph.exc import Unsupported
+from bytegraph.graph.shapes import is_symbolic
 from bytegraph.variables.base import VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 
@@ -163,8 +164,6 @@ def size_item(
     tx: Tx, tensor_node: torch.fx.Node, dim: int, value: Any, method: str = "size"
 ) -> VariableTracker:
     """``x.size(dim)`` (or ``x.stride(dim)``): a node only when the value is symbolic."""
-    from bytegraph.graph.shapes import is_symbolic
-
     if not is_symbolic(value):
         return ConstantVariable(int(value))
     node = tx.output.create_node("call_method", method, (tensor_node, dim), {})

@@ -21,8 +21,15 @@ import torch.fx
 from bytegraph.exc import Unsupported
 from bytegraph.graph import metadata
 from bytegraph.translate.regions import in_try_block
-from bytegraph.variables.base import ValueMutationNew, VariableTracker
+from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable, is_constant_value
+from bytegraph.variables.containers import (
+    BaseSequenceVariable,
+    SizeVariable,
+    TupleVariable,
+    python_constant,
+)
+from bytegraph.variables.function_modes import refuse_undispatched_op, through_modes
 from bytegraph.variables.symbolic import (
     SymIntVariable,
     SymSliceVariable,
@@ -30,7 +37,12 @@ from bytegraph.variables.symbolic import (
     size_item,
     symbolic_or_constant,
 )
-from bytegraph.variables.tensor_attributes import refuse_made_leaf
+from bytegraph.variables.tensor_attributes import (
+    read_data,
+    read_grad,
+    refuse_made_leaf,
+    set_requires_grad,
+)
 
 if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase
@@ -64,11 +76,7 @@ class TensorVariable(VariableTracker):
         raise Unsupported("data_dependent_branch", "bool() of a tensor decides Python control flow")
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
-        from bytegraph.variables.base import BoundMethodVariable
-
         if tx.output.function_modes and not callable(getattr(torch.Tensor, name, None)):
-            from bytegraph.variables.function_modes import through_modes
-
             dispatched = through_modes(tx, lambda t: getattr(t, name), [self], {})
             if dispatched is not None:
                 return dispatched
@@ -78,8 +86,6 @@ class TensorVariable(VariableTracker):
         if folded is not None:
             return folded
         if name in ("grad", "data"):
-            from bytegraph.variables.tensor_attributes import read_data, read_grad
-
             return (read_grad if name == "grad" else read_data)(tx, self)
         if name in _GRAPH_ATTRIBUTES:
             return tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
@@ -103,8 +109,6 @@ class TensorVariable(VariableTracker):
         kwargs: dict[str, VariableTracker],
     ) -> VariableTracker:
         if tx.output.function_modes:
-            from bytegraph.variables.function_modes import through_modes
-
             if name in _UNSUPPORTED_METHODS and name not in ("requires_grad_", "numpy"):
                 raise refuse_method(name)
             dispatched = through_modes(
@@ -117,8 +121,6 @@ class TensorVariable(VariableTracker):
         if name == "requires_grad_" and len(args) + len(kwargs) <= 1 and kwargs.keys() <= {
             "requires_grad"
         }:
-            from bytegraph.variables.tensor_attributes import set_requires_grad
-
             flag = [*args, *kwargs.values()] or [ConstantVariable(True)]
             return set_requires_grad(tx, self, flag[0])
         if name in _UNSUPPORTED_METHODS:
@@ -178,8 +180,6 @@ def refuse_method(name: str) -> Unsupported:
 
 
 def _fold_attribute(t: TensorVariable, name: str) -> VariableTracker | None:
-    from bytegraph.variables.containers import SizeVariable
-
     example = t.example
     if name == "shape":
         return SizeVariable.of(example.shape)
@@ -224,8 +224,6 @@ def _fold_method(
     args: list[VariableTracker],
     kwargs: dict[str, VariableTracker],
 ) -> VariableTracker | None:
-    from bytegraph.variables.containers import SizeVariable, python_constant
-
     if name == "get_device":
         return ConstantVariable(t.device.index if t.device.type != "cpu" else -1)
     if name in _LAYOUT_METHODS and (why := unknown_layout.get()) is not None:
@@ -242,7 +240,6 @@ def _fold_method(
     if name == "size" and not const_args and not const_kwargs:
         return _size_of(tx, t)
     if name == "stride" and not const_args and not const_kwargs:  # symbolic ones as nodes
-        from bytegraph.variables.containers import TupleVariable
 
         return TupleVariable(tuple(
             size_item(tx, t.node, i, s, "stride") for i, s in enumerate(result)
@@ -301,8 +298,6 @@ def tensor_op(
 ) -> VariableTracker:
     """Record ``target(*args, **kwargs)`` as an fx node and wrap its result."""
     if tx.output.function_modes:
-        from bytegraph.variables.function_modes import refuse_undispatched_op
-
         refuse_undispatched_op(tx, target)
     refuse_made_leaf(args, kwargs)
     if target is operator.getitem and getitem_as_index.get():
@@ -422,8 +417,6 @@ def _lower(
     if isinstance(value, SymSliceVariable):
         return value.lowered()
     if isinstance(value, VariableTracker):
-        from bytegraph.variables.containers import BaseSequenceVariable
-
         if isinstance(value, BaseSequenceVariable):
             # items_now: a list's contents may have changed since it was built.
             graph, meta = _lower(tx, tuple(value.items_now(tx)), devices)

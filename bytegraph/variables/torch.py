@@ -26,6 +26,8 @@ from bytegraph.exc import Unsupported
 from bytegraph.guards.sources import AttrSource
 from bytegraph.variables.base import PythonValueVariable, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
+from bytegraph.variables.containers import python_constant
+from bytegraph.variables.function_modes import mode_query, through_modes
 from bytegraph.variables.numpy import NdarrayVariable, ndarray_to_tensor
 from bytegraph.variables.tensor import TensorVariable, tensor_op
 from bytegraph.variables.torch_checks import call_torch_check, is_torch_check
@@ -226,8 +228,6 @@ class TorchFunctionVariable(PythonValueVariable):
         from bytegraph.variables.builder import wrap_constant_result
 
         if tx.output.function_modes:
-            from bytegraph.variables.function_modes import mode_query, through_modes
-
             dispatched = mode_query(self.value) or through_modes(tx, self.value, args, kwargs)
             if dispatched is not None:
                 return dispatched
@@ -241,8 +241,6 @@ class TorchFunctionVariable(PythonValueVariable):
         if self.value in _HAS_TORCH_FUNCTION and not kwargs:
             return ConstantVariable(_has_torch_function(args))
         if self.value in _CONSTANT_CONSTRUCTORS:
-            from bytegraph.variables.containers import python_constant
-
             consts = [python_constant(tx, a) for a in args]
             const_kwargs = {k: python_constant(tx, v) for k, v in kwargs.items()}
             try:

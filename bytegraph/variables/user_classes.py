@@ -15,6 +15,11 @@ import collections
 import types
 from typing import Any
 
+import torch
+
+from bytegraph.variables.function_modes import is_traced_mode_class
+from bytegraph.variables.torch import is_torch_helper_class
+
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _PLAIN_METACLASSES = (type, abc.ABCMeta)
 
@@ -90,16 +95,12 @@ def is_user_class(cls: Any) -> bool:
     A class whose ``__getattribute__`` is a Python function is modelled too:
     reads inline it (custom_attrs.py).
     """
-    import torch
-
     if not is_plain_class(cls):
         if not (isinstance(cls, type) and is_plain_metaclass(type(cls)) and _modelled_mro(cls)):
             return False
         getattribute = cls.__getattribute__
         if has_custom_getattribute(cls) and not isinstance(getattribute, types.FunctionType):
             return False
-    from bytegraph.variables.function_modes import is_traced_mode_class
-    from bytegraph.variables.torch import is_torch_helper_class
 
     return (
         not cls.__module__.startswith("torch") or issubclass(cls, torch.nn.Module)

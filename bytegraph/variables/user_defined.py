@@ -44,6 +44,13 @@ from bytegraph.side_effects import DELETED
 from bytegraph.variables.base import AttributeMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.custom_attrs import GenericAttrSource, TypeSource, custom_getattr
+from bytegraph.variables.function_modes import FunctionModeSwitchVariable
+from bytegraph.variables.functions import (
+    BaseFunctionVariable,
+    MarkedFunctionVariable,
+    UserFunctionVariable,
+)
+from bytegraph.variables.instance_dict import InstanceDictVariable
 from bytegraph.variables.lru_cache import LruCacheFunctionVariable, is_lru_cache_wrapper
 from bytegraph.variables.objects import ClassVariable
 from bytegraph.variables.user_classes import (  # noqa: F401  (re-exported for importers)
@@ -191,7 +198,6 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
     any user function: their class was accepted as plain Python.
     """
     from bytegraph.variables.builder import wrap
-    from bytegraph.variables.functions import MarkedFunctionVariable, UserFunctionVariable
 
     if not isinstance(fn, types.FunctionType):
         raise Unsupported(
@@ -201,7 +207,6 @@ def function_vt(tx: Tx, fn: Any, source: Source | None) -> VariableTracker:
         raise Unsupported(
             "class_without_source", f"method {fn.__qualname__} of a class with no source"
         )
-    from bytegraph.variables.function_modes import FunctionModeSwitchVariable
 
     vt = wrap(tx, fn, source)
     if isinstance(vt, (UserFunctionVariable, MarkedFunctionVariable,
@@ -468,8 +473,6 @@ class UserDefinedObjectVariable(VariableTracker):
         if name == "__class__":
             return self.class_vt(tx)
         if name == "__dict__" and _has_instance_dict(self.cls):
-            from bytegraph.variables.instance_dict import InstanceDictVariable
-
             return InstanceDictVariable(self)
         if name == "__dict__":
             raise Unsupported(
@@ -505,8 +508,6 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def bind(self, tx: Tx, found: Found, name: str) -> VariableTracker:
         """A class attribute as read through this instance."""
-        from bytegraph.variables.functions import BaseFunctionVariable
-
         if found.pending is not None:
             pending = found.pending
             return (

@@ -65,6 +65,7 @@ from bytegraph.variables.exceptions import (
 )
 from bytegraph.variables.objects import ClassVariable
 from bytegraph.variables.raising import ExceptionClassVariable, is_builtin_exception_class
+from bytegraph.variables.user_defined import MissingAttribute
 
 if TYPE_CHECKING:
     from bytegraph.bytecode.instructions import Instruction
@@ -195,8 +196,6 @@ def raise_in_handler(tx: Tx, what: str, fn: Callable[..., Any], *values: Any) ->
 def getattr_raising(tx: Tx, obj: VariableTracker, name: str) -> VariableTracker:
     """``obj.name`` (LOAD_ATTR, ``getattr`` without a default): where the attribute is
     certainly missing, the AttributeError CPython raises, raised in the trace."""
-    from bytegraph.variables.user_defined import MissingAttribute
-
     try:
         return obj.var_getattr(tx, name)
     except MissingAttribute as missing:

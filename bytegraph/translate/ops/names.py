@@ -20,6 +20,7 @@ from bytegraph.guards.sources import (
     Source,
     source_record,
 )
+from bytegraph.side_effects import DELETED
 from bytegraph.translate.ops.exceptions import getattr_raising, vet_attribute
 from bytegraph.translate.registry import handler, unsupported_opcode
 from bytegraph.variables.base import NULL, NullVariable, VariableTracker
@@ -114,8 +115,6 @@ def load_global(tx: Tx, name: str) -> VariableTracker:
 
     A builtin is guarded by the absence of a module global shadowing it.
     """
-    from bytegraph.side_effects import DELETED
-
     pending = tx.output.side_effects.load_global(tx.f_globals, name)
     if pending is DELETED:
         raise Unsupported("unbound_name", f"global {name!r} read after its del")
