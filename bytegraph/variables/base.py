@@ -92,6 +92,11 @@ class VariableTracker:
     def as_python_constant(self) -> Any:
         raise Unsupported("not_a_constant", f"{self} is not a Python constant")
 
+    def python_constant_now(self, tx: InstructionTranslatorBase) -> Any:
+        """The Python value, containers read as they are now (their pending writes
+        applied); Unsupported where some part has no value known at trace time."""
+        return self.as_python_constant()
+
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         raise Unsupported("unknown_attribute", f"attribute {name!r} of {self}")
 

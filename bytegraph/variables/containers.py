@@ -28,7 +28,6 @@ from bytegraph.exc import Unsupported
 from bytegraph.variables.base import BoundMethodVariable, ValueMutationNew, VariableTracker
 from bytegraph.variables.constant import ConstantVariable
 from bytegraph.variables.method_arguments import check_method_arguments
-from bytegraph.variables.sets import SetVariable
 
 if TYPE_CHECKING:
     from bytegraph.codegen import PyCodegen
@@ -66,17 +65,7 @@ def method_of(container: VariableTracker, name: str) -> VariableTracker:
 
 def python_constant(tx: InstructionTranslatorBase, vt: VariableTracker) -> Any:
     """The Python value of a VT made of constants, containers read as they are now."""
-    from bytegraph.variables.dicts import DictVariable, DictViewVariable
-
-    if isinstance(vt, BaseSequenceVariable):
-        return vt.rebuild([python_constant(tx, i) for i in vt.items_now(tx)])
-    if isinstance(vt, DictVariable):
-        return vt.rebuild(tx, {k: python_constant(tx, v) for k, v in vt.items_now(tx).items()})
-    if isinstance(vt, SetVariable):
-        return vt.python_constant_now(tx)
-    if isinstance(vt, DictViewVariable):
-        return getattr(python_constant(tx, vt.base), vt.kind)()
-    return vt.as_python_constant()
+    return vt.python_constant_now(tx)
 
 
 def is_python_constant_now(tx: InstructionTranslatorBase, vt: VariableTracker) -> bool:
@@ -133,6 +122,9 @@ class BaseSequenceVariable(VariableTracker):
     def as_python_constant(self) -> Any:
         _refuse_if_mutated(self)
         return self.rebuild([item.as_python_constant() for item in self.items])
+
+    def python_constant_now(self, tx: InstructionTranslatorBase) -> Any:
+        return self.rebuild([item.python_constant_now(tx) for item in self.items_now(tx)])
 
     def rebuild(self, values: list[Any]) -> Any:
         """A real value of this VT's type holding ``values``."""

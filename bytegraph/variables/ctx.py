@@ -229,14 +229,14 @@ def wrap_context_manager(
 
     Called by the builder after it installed the ID_MATCH guard on ``source``.
     """
-    from bytegraph.variables.builder import wrap
-
     if value is torch._C._set_grad_enabled:
         return SetGradEnabledFunctionVariable(source=source)
     if isinstance(value, type):
         if value in GRAD_MODE_CLASSES or value is torch.inference_mode:
             return GradModeClassVariable(value, source=source)
         return None
+    from bytegraph.variables.builder import wrap  # the builder calls this first
+
     if type(value) in GRAD_MODE_CLASSES:
         mode = _FIXED_MODE.get(type(value))
         if mode is None:

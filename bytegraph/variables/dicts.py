@@ -78,6 +78,10 @@ class DictVariable(VariableTracker):
             return defaultdict(factory.as_python_constant() if factory else None, values)
         return self.dict_type(values)
 
+    def python_constant_now(self, tx: InstructionTranslatorBase) -> Any:
+        items = self.items_now(tx).items()
+        return self.rebuild(tx, {key: value.python_constant_now(tx) for key, value in items})
+
     def rebuild(self, tx: InstructionTranslatorBase, values: dict[Any, Any]) -> Any:
         _refuse_object_keys(values)
         if self.dict_type is defaultdict:
@@ -355,6 +359,9 @@ class DictViewVariable(VariableTracker):
 
     def truth(self, tx: InstructionTranslatorBase) -> bool:
         return bool(self.base.items_now(tx))
+
+    def python_constant_now(self, tx: InstructionTranslatorBase) -> Any:
+        return getattr(self.base.python_constant_now(tx), self.kind)()
 
     def var_getattr(self, tx: InstructionTranslatorBase, name: str) -> VariableTracker:
         return method_of(self, name)

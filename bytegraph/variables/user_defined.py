@@ -405,8 +405,6 @@ class UserDefinedObjectVariable(VariableTracker):
         return AttrSource(self.source, name)
 
     def class_vt(self, tx: Tx) -> VariableTracker:
-        from bytegraph.variables.builder import wrap
-
         if self.cls_vt is not None:
             return self.cls_vt
         # The VT wrap gives for the class's source is the trace's for good: remembered by
@@ -414,6 +412,8 @@ class UserDefinedObjectVariable(VariableTracker):
         source = self.source
         found = None if source is None else tx.output.class_vts.get(source)
         if found is None:
+            from bytegraph.variables.builder import wrap
+
             if self.custom_getattribute:
                 found = wrap(tx, self.cls, TypeSource(source))
             else:
@@ -492,8 +492,6 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def instance_attr(self, tx: Tx, name: str) -> VariableTracker | None:
         """The instance's own attribute (pending, else real), or None if it has none."""
-        from bytegraph.variables.builder import wrap
-
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is DELETED:
             return None
@@ -502,6 +500,8 @@ class UserDefinedObjectVariable(VariableTracker):
         if not self.is_new:
             instance_dict = _instance_dict(self.value)
             if instance_dict is not None and name in instance_dict:
+                from bytegraph.variables.builder import wrap
+
                 return wrap(tx, instance_dict[name], self.attr_source(name))
             self.guard_instance_lacks(tx, name)
         return None
