@@ -82,7 +82,7 @@ from bytegraph.variables.nn_module import NNModuleVariable, is_traceable_module
 from bytegraph.variables.numpy import wrap_numpy_constant
 from bytegraph.variables.numpy_frame import wrap_numpy_object, wrap_numpy_value
 from bytegraph.variables.object_builtins import (
-    OBJECT_BUILTINS,
+    OBJECT_BUILTIN_IDS,
     DataclassReplaceVariable,
     ObjectBuiltinVariable,
 )
@@ -403,7 +403,7 @@ def _wrap_by_identity(tx: InstructionTranslatorBase, value: Any, source: Source)
         return PytreeFunctionVariable(value, source=source)
     if isinstance(value, pytree.TreeSpec):
         return TreeSpecVariable(value, source=source)
-    if any(value is b for b in OBJECT_BUILTINS):
+    if id(value) in OBJECT_BUILTIN_IDS:
         return ObjectBuiltinVariable(value, source=source)
     if value is dataclasses.replace:
         return DataclassReplaceVariable(source=source)

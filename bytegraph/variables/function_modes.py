@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from bytegraph.translate.translator import InstructionTranslatorBase as Tx
 
 _SWITCHES = (TorchFunctionMode.__enter__, TorchFunctionMode.__exit__)
+_SWITCH_IDS = frozenset(map(id, _SWITCHES))  # an identity test: no __eq__ of the value runs
 
 
 def _device_context() -> type:
@@ -120,7 +121,7 @@ class FunctionModeSwitchVariable(PythonValueVariable):
 def mode_query(fn: Any) -> VariableTracker | None:
     """``torch._C._is_torch_function_mode_enabled()`` and ``has_torch_function(...)``
     under a mode entered in the trace: True, as in eager (the real stack is empty)."""
-    if any(fn is query for query in _MODE_QUERIES):
+    if id(fn) in _MODE_QUERY_IDS:
         return ConstantVariable(True)
     return None
 
@@ -129,10 +130,11 @@ _MODE_QUERIES = (
     torch._C._is_torch_function_mode_enabled, torch._C._has_torch_function,
     torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic,
 )
+_MODE_QUERY_IDS = frozenset(map(id, _MODE_QUERIES))
 
 
 def wrap_mode_switch(value: Any, source: Any) -> VariableTracker | None:
-    if any(value is switch for switch in _SWITCHES):
+    if id(value) in _SWITCH_IDS:
         return FunctionModeSwitchVariable(value, source=source)
     return None
 

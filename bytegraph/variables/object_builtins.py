@@ -279,6 +279,7 @@ class ObjectBuiltinVariable(BuiltinVariable):
 
 
 OBJECT_BUILTINS = (super, object, setattr, delattr, getattr, hasattr, type, len)
+OBJECT_BUILTIN_IDS = frozenset(map(id, OBJECT_BUILTINS))  # an identity test, no __eq__
 
 
 # -- dataclasses ---------------------------------------------------------------------------

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from bytegraph.variables.sets import SetRecipe
 
 _IDENTITY_HASHES = (object.__hash__, torch.Tensor.__hash__)
+_IDENTITY_HASH_IDS = frozenset(map(id, _IDENTITY_HASHES))  # an identity test, no __eq__
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
@@ -112,7 +113,7 @@ def hash_kind(cls: type) -> str | None:
     """``"identity"``, ``"user"`` (``__hash__`` written in Python), or None (unhashable,
     or hashed by C code this module does not model)."""
     hasher = getattr(cls, "__hash__", None)
-    if any(hasher is h for h in _IDENTITY_HASHES):
+    if id(hasher) in _IDENTITY_HASH_IDS:
         return "identity"
     if isinstance(hasher, types.FunctionType):
         return "user"
