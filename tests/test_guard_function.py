@@ -159,21 +159,28 @@ def test_distinct_links_that_extend_the_previous_one_join_its_group():
     assert _connected(edges[:4]) == [[b, a, c, d], [e, x]]
 
 
+def _spy_on_guard_compiles(monkeypatch) -> list[str]:
+    """The texts ``guards/compiled_text.py`` compiles from now on (its memo emptied)."""
+    from bytegraph.guards import compiled_text
+
+    texts: list[str] = []
+    real_compile = compile
+
+    def spying_compile(source, filename, mode, *args, **kwargs):
+        texts.append(source)
+        return real_compile(source, filename, mode, *args, **kwargs)
+
+    monkeypatch.setattr(compiled_text, "compile", spying_compile, raising=False)
+    monkeypatch.setattr(compiled_text, "_compiled", {})
+    return texts
+
+
 def test_a_recompile_for_new_sizes_reuses_the_compiled_guard_text(monkeypatch):
     """The guard text names its constants (``___t0``), so a recompile for new sizes
     compiles no new guard code, and each entry still checks its own sizes."""
     import bytegraph
-    from bytegraph.guards import compiled_text
 
-    compiled_texts: list[str] = []
-    real_compile = compile
-
-    def counting_compile(source, filename, mode, *args, **kwargs):
-        compiled_texts.append(source)
-        return real_compile(source, filename, mode, *args, **kwargs)
-
-    monkeypatch.setattr(compiled_text, "compile", counting_compile, raising=False)
-    monkeypatch.setattr(compiled_text, "_compiled", {})
+    compiled_texts = _spy_on_guard_compiles(monkeypatch)
 
     def f(x):
         return x.sin() + 1
@@ -200,17 +207,8 @@ def test_a_callees_globals_are_read_through_its_module_dict_bound_as_a_constant(
     import types
 
     import bytegraph
-    from bytegraph.guards import compiled_text
 
-    texts: list[str] = []
-    real_compile = compile
-
-    def spying_compile(source, filename, mode, *args, **kwargs):
-        texts.append(source)
-        return real_compile(source, filename, mode, *args, **kwargs)
-
-    monkeypatch.setattr(compiled_text, "compile", spying_compile, raising=False)
-    monkeypatch.setattr(compiled_text, "_compiled", {})
+    texts = _spy_on_guard_compiles(monkeypatch)
     helper = types.ModuleType("bytegraph_test_callee_module")
     exec("SCALE = 2.0\ndef scaled(x):\n    return x * SCALE\n", helper.__dict__)
     monkeypatch.setitem(sys.modules, helper.__name__, helper)

@@ -212,7 +212,7 @@ class GuardFunctionBuilder:
             module_dict = "___G"
             if isinstance(source, ModuleGlobalSource):
                 module_dict = source.dict_expr(self.const if self.share_reads else None)
-            return [f"{guard.source.name!r} not in {module_dict}"]
+            return [f"{source.name!r} not in {module_dict}"]
         raise ValueError(f"unknown guard kind {kind}")
 
     def _equal(self, e: str, expected: Any) -> str:

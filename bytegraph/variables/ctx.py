@@ -235,7 +235,7 @@ def wrap_context_manager(
         if value in GRAD_MODE_CLASSES or value is torch.inference_mode:
             return GradModeClassVariable(value, source=source)
         return None
-    from bytegraph.variables.builder import wrap  # the builder calls this first
+    from bytegraph.variables.builder import wrap  # builder.py imports this module
 
     if type(value) in GRAD_MODE_CLASSES:
         mode = _FIXED_MODE.get(type(value))
