@@ -113,17 +113,23 @@ def test_memo_key_refuses_unhashable_and_unknown_leaves() -> None:
     assert metadata._memo_key("call_method", "add_", (_meta(2), 1), {}) is None
 
 
+@pytest.fixture
+def memoizing_every_op(monkeypatch) -> None:
+    """An empty memo that keeps every op, however fast its meta kernel."""
+    monkeypatch.setattr(metadata, "_memo", {})
+    monkeypatch.setattr(metadata, "_worth_memoizing", {})
+    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+
+
 def _doubled_rows(t: torch.Tensor) -> torch.Tensor:
     """An op of the user's: its metadata may change when the user redefines it."""
     return torch.cat([t, t])
 
 
-def test_reset_drops_the_memo_of_user_ops_and_keeps_torchs(monkeypatch) -> None:
+@pytest.mark.usefixtures("memoizing_every_op")
+def test_reset_drops_the_memo_of_user_ops_and_keeps_torchs() -> None:
     import bytegraph
 
-    monkeypatch.setattr(metadata, "_memo", {})
-    monkeypatch.setattr(metadata, "_worth_memoizing", {})
-    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)  # memoize every op
     x = _meta(3, 4)
     layer_norm = torch.nn.functional.layer_norm
     metadata.run("call_function", layer_norm, (x, (4,)), {})
@@ -139,10 +145,8 @@ def test_reset_drops_the_memo_of_user_ops_and_keeps_torchs(monkeypatch) -> None:
     assert not metadata._owned_by_torch(torch.ops._c10d_functional.all_reduce.default)
 
 
+@pytest.mark.usefixtures("memoizing_every_op")
 def test_a_full_memo_is_emptied(monkeypatch) -> None:
-    monkeypatch.setattr(metadata, "_memo", {})
-    monkeypatch.setattr(metadata, "_worth_memoizing", {})
-    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
     monkeypatch.setattr(metadata, "_MEMO_LIMIT", 2)
     for rows in (1, 2, 3):
         metadata.run("call_function", _doubled_rows, (_meta(rows, 4),), {})
@@ -163,11 +167,9 @@ def _own_slice(t: torch.Tensor) -> torch.Tensor:
     return t[1:]
 
 
+@pytest.mark.usefixtures("memoizing_every_op")
 @pytest.mark.parametrize("grad", [False, True])
-def test_a_view_of_a_tensor_made_inside_is_memoized_with_its_layout(monkeypatch, grad) -> None:
-    monkeypatch.setattr(metadata, "_memo", {})
-    monkeypatch.setattr(metadata, "_worth_memoizing", {})
-    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+def test_a_view_of_a_tensor_made_inside_is_memoized_with_its_layout(grad) -> None:
     x = _meta(4, 6, grad=grad) * 1  # not a leaf when it requires grad
     first, none = metadata.run("call_function", _sliced_product, (x,), {})
     assert none is None and len(metadata._memo) == 1
@@ -177,10 +179,8 @@ def test_a_view_of_a_tensor_made_inside_is_memoized_with_its_layout(monkeypatch,
     hit.add_(1)  # in-place stays legal, as on eager's view
 
 
-def test_views_autograd_tells_apart_or_of_an_input_are_not_memoized(monkeypatch) -> None:
-    monkeypatch.setattr(metadata, "_memo", {})
-    monkeypatch.setattr(metadata, "_worth_memoizing", {})
-    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
+@pytest.mark.usefixtures("memoizing_every_op")
+def test_views_autograd_tells_apart_or_of_an_input_are_not_memoized() -> None:
     x = _meta(4, 6, grad=True) * 1
     parts = metadata.run("call_function", _split_product, (x,), {})
     with pytest.raises(RuntimeError, match="view"):  # eager refuses it, and so must a hit
@@ -189,13 +189,11 @@ def test_views_autograd_tells_apart_or_of_an_input_are_not_memoized(monkeypatch)
     assert metadata._memo == {}
 
 
-def test_the_memo_tells_a_real_tensor_from_a_meta_one(monkeypatch) -> None:
+@pytest.mark.usefixtures("memoizing_every_op")
+def test_the_memo_tells_a_real_tensor_from_a_meta_one() -> None:
     """``torch.div(n, w) - 1`` of two ints is a real 0-d tensor with data (a later view
     reads its value: Hugging Face's LED). After the same op on a meta tensor of the same
     metadata (another model, earlier in the process), the memo must not answer it."""
-    monkeypatch.setattr(metadata, "_memo", {})
-    monkeypatch.setattr(metadata, "_worth_memoizing", {})
-    monkeypatch.setattr(metadata, "_MEMO_THRESHOLD_SECONDS", -1.0)
     on_meta = torch.empty((), dtype=torch.int64, device=metadata.META)
     assert metadata.run("call_function", operator.sub, (on_meta, 1), {}).is_meta
     real = torch.div(12, 4, rounding_mode="trunc")

@@ -62,11 +62,9 @@ class TensorSpec:
 
     def build(self) -> torch.Tensor:
         if self.is_view:  # a view of a buffer of its own, as the op's result views its own
-            if self.requires_grad:
-                return _non_leaf_strided(self.shape, self.stride, self.storage_offset, self.dtype)
-            buffer = torch.empty(_storage_size(self.shape, self.stride, self.storage_offset),
-                                 dtype=self.dtype, device=META)
-            return buffer.as_strided(self.shape, self.stride, self.storage_offset)
+            return _strided_view(
+                self.shape, self.stride, self.storage_offset, self.dtype, self.requires_grad
+            )
         t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=META)
         if self.storage_offset:
             t = t.as_strided(self.shape, self.stride, self.storage_offset)
@@ -75,8 +73,9 @@ class TensorSpec:
             if not self.is_leaf:  # clone: not a leaf, so later in-place ops stay legal
                 t = t.clone()
                 if t.stride() != self.stride or self.storage_offset:  # a clone kept neither
-                    t = _non_leaf_strided(
-                        self.shape, self.stride, self.storage_offset, self.dtype
+                    t = _strided_view(
+                        self.shape, self.stride, self.storage_offset, self.dtype,
+                        requires_grad=True,
                     )
         return t
 
@@ -105,7 +104,9 @@ def to_meta(real: torch.Tensor) -> torch.Tensor:
     if real._base is not None:
         return _view_meta(real)
     if real.requires_grad and not real.is_leaf:
-        return _non_leaf_strided(real.shape, real.stride(), real.storage_offset(), real.dtype)
+        return _strided_view(
+            real.shape, real.stride(), real.storage_offset(), real.dtype, requires_grad=True
+        )
     t = torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device=META)
     if real.storage_offset():
         t = t.as_strided(real.shape, real.stride(), real.storage_offset())
@@ -122,13 +123,17 @@ def _view_meta(real: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _non_leaf_strided(
-    shape: Sequence[int], stride: Sequence[int], offset: int, dtype: torch.dtype
+def _strided_view(
+    shape: Sequence[int], stride: Sequence[int], offset: int, dtype: torch.dtype,
+    requires_grad: bool,
 ) -> torch.Tensor:
-    # A strided view of a cloned buffer: not a leaf (so in-place ops stay legal, as on
-    # the tensor it stands for), with exactly these strides and offset.
+    """A view with exactly these strides and offset of a buffer of its own; one that
+    requires grad views a clone, so it is no leaf (in-place ops stay legal, as on the
+    tensor it stands for)."""
     size = _storage_size(shape, stride, offset)
-    buffer = torch.empty(size, dtype=dtype, device=META, requires_grad=True).clone()
+    buffer = torch.empty(size, dtype=dtype, device=META, requires_grad=requires_grad)
+    if requires_grad:
+        buffer = buffer.clone()
     return buffer.as_strided(shape, stride, offset)
 
 
